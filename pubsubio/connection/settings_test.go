@@ -1,0 +1,64 @@
+package connection
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestValidate(t *testing.T) {
+	const keyPath = "/secrets/team-a/pubsub-key.json"
+	for _, tc := range []struct {
+		name string
+		s    Settings
+		// want lists substrings the error must contain; nil means valid.
+		want []string
+	}{
+		{name: "zero value", s: Settings{}},
+		{name: "credentials file", s: Settings{CredentialsFile: keyPath}},
+		{name: "localhost", s: Settings{EmulatorEndpoint: "localhost:8085"}},
+		{name: "ipv4", s: Settings{EmulatorEndpoint: "127.0.0.1:1"}},
+		{name: "ipv6", s: Settings{EmulatorEndpoint: "[::1]:65535"}},
+		{name: "service name", s: Settings{EmulatorEndpoint: "pubsub-emulator.test_net:8085"}},
+
+		{name: "no port", s: Settings{EmulatorEndpoint: "localhost"}, want: []string{"EmulatorEndpoint", `"localhost"`, "missing port"}},
+		{name: "empty port", s: Settings{EmulatorEndpoint: "localhost:"}, want: []string{"EmulatorEndpoint", "1 to 65535"}},
+		{name: "port 0", s: Settings{EmulatorEndpoint: "localhost:0"}, want: []string{"EmulatorEndpoint", `"localhost:0"`, "1 to 65535"}},
+		{name: "port 70000", s: Settings{EmulatorEndpoint: "localhost:70000"}, want: []string{"EmulatorEndpoint", `"localhost:70000"`, "1 to 65535"}},
+		{name: "port negative", s: Settings{EmulatorEndpoint: "localhost:-1"}, want: []string{"EmulatorEndpoint", "1 to 65535"}},
+		{name: "port signed", s: Settings{EmulatorEndpoint: "localhost:+80"}, want: []string{"EmulatorEndpoint", "1 to 65535"}},
+		{name: "port name", s: Settings{EmulatorEndpoint: "localhost:http"}, want: []string{"EmulatorEndpoint", `"localhost:http"`, "1 to 65535"}},
+		{name: "empty host", s: Settings{EmulatorEndpoint: ":8085"}, want: []string{"EmulatorEndpoint", `":8085"`, "no host"}},
+		{name: "http scheme", s: Settings{EmulatorEndpoint: "http://localhost:8085"}, want: []string{"EmulatorEndpoint", `"http://localhost:8085"`, "scheme"}},
+		{name: "grpc scheme", s: Settings{EmulatorEndpoint: "dns:///localhost:8085"}, want: []string{"EmulatorEndpoint", "scheme"}},
+		{name: "path", s: Settings{EmulatorEndpoint: "localhost/x:8085"}, want: []string{"EmulatorEndpoint", "host"}},
+		{name: "space", s: Settings{EmulatorEndpoint: "local host:8085"}, want: []string{"EmulatorEndpoint", "host"}},
+		{name: "ipv6 unbracketed", s: Settings{EmulatorEndpoint: "::1:8085"}, want: []string{"EmulatorEndpoint", "not host:port"}},
+
+		{name: "both set", s: Settings{EmulatorEndpoint: "localhost:8085", CredentialsFile: keyPath}, want: []string{"EmulatorEndpoint and CredentialsFile are both set"}},
+		{name: "both set, bad endpoint", s: Settings{EmulatorEndpoint: "localhost", CredentialsFile: keyPath}, want: []string{"missing port", "both set"}},
+		{name: "inline JSON", s: Settings{CredentialsFile: ` {"type": "service_account", "private_key_id": "abc123"}`}, want: []string{"CredentialsFile", "inline JSON", "path"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.s.Validate()
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("Validate(%+v) = %v, want nil", tc.s, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate(%+v) = nil, want an error containing %q", tc.s, tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate(%+v) = %q, want it to contain %q", tc.s, err, w)
+				}
+			}
+			for _, secret := range []string{keyPath, "pubsub-key", "abc123", "service_account"} {
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("Validate(%+v) = %q, which reveals %q from CredentialsFile", tc.s, err, secret)
+				}
+			}
+		})
+	}
+}

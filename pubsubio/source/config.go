@@ -1,0 +1,313 @@
+package source
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+)
+
+// OrderingMode says whether the read preserves per-ordering-key order.
+type OrderingMode string
+
+const (
+	// OrderingNone makes no ordering guarantee and is tuned for throughput:
+	// several splits may read one subscription.
+	OrderingNone OrderingMode = "NONE"
+	// OrderingPerKey emits each subscription's messages in order per ordering
+	// key. It reads each subscription through exactly one split and one
+	// streaming-pull connection, because Pub/Sub serializes a key's
+	// deliveries only within one connection. It needs subscriptions with
+	// message ordering enabled. Downstream, key by Message.OrderingKey to keep
+	// the order.
+	OrderingPerKey OrderingMode = "PER_KEY"
+)
+
+// FinalizationMode decides whether the read asks the runner for bundle
+// finalization callbacks. Acks never depend on them (the next bundle of a
+// split acks what the committed bundle emitted); when delivered they only
+// ack sooner.
+type FinalizationMode string
+
+const (
+	// FinalizationAuto uses finalization unless the SDK compiled into the
+	// binary is a version known to lose finalization callbacks (Beam Go
+	// 2.77.0 and earlier), and stops using it in a process where a runtime
+	// check sees a callback never delivered.
+	FinalizationAuto FinalizationMode = "AUTO"
+	// FinalizationOn always asks for finalization (still with the runtime
+	// check). For users on an SDK patched against the defect.
+	FinalizationOn FinalizationMode = "ON"
+	// FinalizationOff never asks for finalization.
+	FinalizationOff FinalizationMode = "OFF"
+)
+
+// Defaults. Where the Pub/Sub client has a default, it is the client's, so a
+// read behaves like the client users already know; the rest follow the
+// reference connector's reasoning, given next to each field of Config.
+const (
+	DefaultMaxOutstandingMessages = 1000                   // pubsub.DefaultReceiveSettings
+	DefaultMaxOutstandingBytes    = 1e9                    // pubsub.DefaultReceiveSettings
+	DefaultMaxExtension           = 60 * time.Minute       // pubsub.DefaultReceiveSettings
+	DefaultParallelPullCount      = 1                      // pubsub.DefaultReceiveSettings.NumGoroutines
+	DefaultShutdownTimeout        = 10 * time.Second       // see Config.ShutdownTimeout
+	DefaultMaxRecordsPerBundle    = 1000                   // see Config.MaxRecordsPerBundle
+	DefaultBufferMaxMessages      = 10000                  // see Config.BufferMaxMessages
+	DefaultBufferMaxBytes         = 64 << 20               // see Config.BufferMaxBytes
+	DefaultLeaseIdle              = 2 * time.Minute        // see Config.LeaseIdle
+	DefaultPollDelay              = 100 * time.Millisecond // see Config.PollDelay
+	DefaultWatermarkWindow        = time.Minute            // see Config.WatermarkWindow
+	DefaultWatermarkIdle          = 10 * time.Second       // see Config.WatermarkIdle
+	DefaultWatermarkLateness      = 10 * time.Second       // see Config.WatermarkLateness
+)
+
+// Config configures a read. Only Subscriptions is required; every zero
+// field takes the default documented on it. Config is validated at graph
+// construction: an invalid one never reaches a worker.
+type Config struct {
+	// Subscriptions to read; at least one, no duplicates. Every one is read.
+	Subscriptions []model.Subscription
+
+	// Ordering is OrderingNone (default) or OrderingPerKey.
+	Ordering OrderingMode
+
+	// Splits is how many splits (streaming-pull subscribers) read the
+	// subscriptions under OrderingNone: max(len(Subscriptions), Splits),
+	// split i reading subscription i mod len(Subscriptions). Default 1, so
+	// one split per subscription; raise it to spread a busy subscription over
+	// workers (one stream carries about 10 MB/s). Under OrderingPerKey it
+	// must be 0 or 1: there is exactly one split per subscription.
+	Splits int
+
+	// MaxOutstandingMessages and MaxOutstandingBytes are the client's flow
+	// control per split (defaults 1000 and 1e9, the client's). Messages
+	// count until acked, and a message is acked only after a commit, so
+	// size them to at least peak messages/s times the runner's commit
+	// interval. -1 means no limit.
+	MaxOutstandingMessages int
+	MaxOutstandingBytes    int
+
+	// MaxExtension is how long the client keeps extending a held message's
+	// lease (default 60 min, the client's). It must comfortably exceed the
+	// time from receipt to commit, or Pub/Sub redelivers held messages.
+	MaxExtension time.Duration
+
+	// MaxDurationPerAckExtension bounds one lease extension (0: the client's
+	// adaptive value; else 10s..600s). It bounds how long a crashed worker's
+	// messages wait before redelivery.
+	MaxDurationPerAckExtension time.Duration
+
+	// ParallelPullCount is the number of streaming-pull streams per split
+	// (default 1, the client's). Must be 1 under OrderingPerKey: per-key
+	// dispatch is serialized per stream, so a second stream breaks order.
+	ParallelPullCount int
+
+	// ShutdownTimeout bounds stopping one split's subscriber (default 10 s).
+	// Shutdown always nacks held messages at once: waiting for processing
+	// would wait for acks that only a commit brings. An abandoned shutdown is
+	// counted; its messages then wait out their ack deadline.
+	ShutdownTimeout time.Duration
+
+	// MaxRecordsPerBundle caps what one bundle of a split emits (default
+	// 1000, the client's default flow-control window, so one bundle can
+	// drain a full window and its acks free it at once).
+	MaxRecordsPerBundle int
+
+	// BufferMaxMessages and BufferMaxBytes are the hard budget for messages
+	// received but not yet emitted, per read per worker process, summed over
+	// its splits (defaults 10,000 and 64 MiB, the reference connector's).
+	// Flow control stops covering retention once leases lapse or a split is
+	// no longer polled; a delivery that would cross the budget is nacked
+	// before it is buffered and its subscriber stopped until polled again.
+	BufferMaxMessages int
+	BufferMaxBytes    int64
+
+	// LeaseIdle releases a split that has not been polled for this long
+	// (default 2 min): its subscriber stops and everything it holds that was
+	// not committed is nacked, so Pub/Sub redelivers it to whoever reads now.
+	// This is how a failed or moved bundle gives its messages back.
+	LeaseIdle time.Duration
+
+	// PollDelay is how long a split waits before polling again after a
+	// bundle that found nothing (default 100 ms): the latency of the first
+	// message after a quiet spell, against an empty bundle per delay.
+	PollDelay time.Duration
+
+	// TimestampAttribute, when set, names the attribute holding each
+	// message's event time, as RFC 3339 or Unix milliseconds; messages
+	// without it use the publish time. A malformed value is a decode
+	// failure: the bundle fails naming the message and the attribute.
+	TimestampAttribute string
+
+	// MaxMessages makes the read bounded: it finishes after emitting this
+	// many messages from each subscription, shared evenly among the
+	// subscription's splits. A split that cannot reach its share waits, so
+	// combine with IdleTimeout when the backlog may be smaller. 0: no count
+	// bound.
+	MaxMessages int64
+
+	// IdleTimeout makes the read bounded: a split finishes once nothing has
+	// arrived for this long and it holds nothing. 0: unbounded.
+	IdleTimeout time.Duration
+
+	// WatermarkWindow, WatermarkIdle and WatermarkLateness shape the
+	// watermark (watermark.go): it follows the oldest buffered event time
+	// among messages received within WatermarkWindow (default 1 min), and
+	// once nothing has arrived for WatermarkIdle (default 10 s) it advances
+	// to now minus WatermarkLateness (default 10 s), so an idle subscription
+	// never holds the pipeline back.
+	WatermarkWindow   time.Duration
+	WatermarkIdle     time.Duration
+	WatermarkLateness time.Duration
+
+	// Finalization: FinalizationAuto (default), FinalizationOn or
+	// FinalizationOff. See FinalizationMode.
+	Finalization FinalizationMode
+
+	// Connection says where and as whom to connect: EmulatorEndpoint
+	// (host:port, plaintext, no credentials) or CredentialsFile (a
+	// service-account key path read on the worker); neither means
+	// application-default credentials against Pub/Sub.
+	Connection connection.Settings
+}
+
+// withDefaults returns cfg with every zero field set to its default and the
+// whole configuration validated. Errors name the field and the value.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Ordering == "" {
+		cfg.Ordering = OrderingNone
+	}
+	if cfg.Finalization == "" {
+		cfg.Finalization = FinalizationAuto
+	}
+	setDefault(&cfg.Splits, 1)
+	setDefault(&cfg.MaxOutstandingMessages, DefaultMaxOutstandingMessages)
+	setDefault(&cfg.MaxOutstandingBytes, DefaultMaxOutstandingBytes)
+	setDefault(&cfg.MaxExtension, DefaultMaxExtension)
+	setDefault(&cfg.ParallelPullCount, DefaultParallelPullCount)
+	setDefault(&cfg.ShutdownTimeout, DefaultShutdownTimeout)
+	setDefault(&cfg.MaxRecordsPerBundle, DefaultMaxRecordsPerBundle)
+	setDefault(&cfg.BufferMaxMessages, DefaultBufferMaxMessages)
+	setDefault(&cfg.BufferMaxBytes, DefaultBufferMaxBytes)
+	setDefault(&cfg.LeaseIdle, DefaultLeaseIdle)
+	setDefault(&cfg.PollDelay, DefaultPollDelay)
+	setDefault(&cfg.WatermarkWindow, DefaultWatermarkWindow)
+	setDefault(&cfg.WatermarkIdle, DefaultWatermarkIdle)
+	setDefault(&cfg.WatermarkLateness, DefaultWatermarkLateness)
+	return cfg, cfg.validate()
+}
+
+func setDefault[T comparable](field *T, def T) {
+	var zero T
+	if *field == zero {
+		*field = def
+	}
+}
+
+func (cfg Config) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	if len(cfg.Subscriptions) == 0 {
+		bad("Subscriptions is empty: name at least one subscription to read")
+	}
+	seen := map[model.Subscription]bool{}
+	for i, s := range cfg.Subscriptions {
+		if err := s.Validate(); err != nil {
+			bad("Subscriptions[%d]: %w", i, err)
+			continue
+		}
+		if seen[s] {
+			bad("Subscriptions[%d]: %s is listed twice; each subscription is read once", i, s)
+		}
+		seen[s] = true
+	}
+	switch cfg.Ordering {
+	case OrderingNone:
+	case OrderingPerKey:
+		if cfg.ParallelPullCount != 1 {
+			bad("ParallelPullCount %d cannot be combined with Ordering %s: a second streaming-pull stream breaks per-key order; leave it at 1", cfg.ParallelPullCount, OrderingPerKey)
+		}
+		if cfg.Splits != 1 {
+			bad("Splits %d cannot be combined with Ordering %s: each subscription is read by exactly one split; leave Splits unset", cfg.Splits, OrderingPerKey)
+		}
+	default:
+		bad("Ordering %q is unknown; use %q or %q", cfg.Ordering, OrderingNone, OrderingPerKey)
+	}
+	switch cfg.Finalization {
+	case FinalizationAuto, FinalizationOn, FinalizationOff:
+	default:
+		bad("Finalization %q is unknown; use %q, %q or %q", cfg.Finalization, FinalizationAuto, FinalizationOn, FinalizationOff)
+	}
+	positive := func(name string, v int64) {
+		if v < 1 {
+			bad("%s %d must be at least 1", name, v)
+		}
+	}
+	positive("Splits", int64(cfg.Splits))
+	positive("ParallelPullCount", int64(cfg.ParallelPullCount))
+	positive("MaxRecordsPerBundle", int64(cfg.MaxRecordsPerBundle))
+	positive("BufferMaxMessages", int64(cfg.BufferMaxMessages))
+	positive("BufferMaxBytes", cfg.BufferMaxBytes)
+	if cfg.MaxOutstandingMessages < -1 {
+		bad("MaxOutstandingMessages %d must be positive, or -1 for no limit", cfg.MaxOutstandingMessages)
+	}
+	if cfg.MaxOutstandingBytes < -1 {
+		bad("MaxOutstandingBytes %d must be positive, or -1 for no limit", cfg.MaxOutstandingBytes)
+	}
+	if cfg.MaxMessages < 0 {
+		bad("MaxMessages %d must not be negative (0 reads without a count limit)", cfg.MaxMessages)
+	}
+	durations := []struct {
+		name string
+		v    time.Duration
+		zero bool // whether 0 is meaningful after defaults
+	}{
+		{"MaxExtension", cfg.MaxExtension, false},
+		{"ShutdownTimeout", cfg.ShutdownTimeout, false},
+		{"LeaseIdle", cfg.LeaseIdle, false},
+		{"PollDelay", cfg.PollDelay, false},
+		{"WatermarkWindow", cfg.WatermarkWindow, false},
+		{"WatermarkIdle", cfg.WatermarkIdle, false},
+		{"WatermarkLateness", cfg.WatermarkLateness, false},
+		{"IdleTimeout", cfg.IdleTimeout, true},
+		{"MaxDurationPerAckExtension", cfg.MaxDurationPerAckExtension, true},
+	}
+	for _, d := range durations {
+		if d.v < 0 || (d.v == 0 && !d.zero) {
+			bad("%s %v must be positive", d.name, d.v)
+		}
+	}
+	if d := cfg.MaxDurationPerAckExtension; d != 0 && (d < 10*time.Second || d > 600*time.Second) {
+		bad("MaxDurationPerAckExtension %v must be between 10s and 600s, or 0 for the client's adaptive extension", d)
+	}
+	if err := cfg.Connection.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("pubsubio.Read: invalid configuration: %w", err)
+	}
+	return nil
+}
+
+// bounded reports whether the read finishes by itself.
+func (cfg Config) bounded() bool { return cfg.MaxMessages > 0 || cfg.IdleTimeout > 0 }
+
+// receiveSettings maps the config onto the client's settings for one split.
+func (cfg Config) receiveSettings() pubsub.ReceiveSettings {
+	return pubsub.ReceiveSettings{
+		MaxExtension:               cfg.MaxExtension,
+		MaxDurationPerAckExtension: cfg.MaxDurationPerAckExtension,
+		MaxOutstandingMessages:     cfg.MaxOutstandingMessages,
+		MaxOutstandingBytes:        cfg.MaxOutstandingBytes,
+		NumGoroutines:              cfg.ParallelPullCount,
+		ShutdownOptions: &pubsub.ShutdownOptions{
+			Timeout:  cfg.ShutdownTimeout,
+			Behavior: pubsub.ShutdownBehaviorNackImmediately,
+		},
+	}
+}

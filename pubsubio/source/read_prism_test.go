@@ -1,0 +1,41 @@
+package source
+
+import (
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+)
+
+func TestMain(m *testing.M) {
+	ptest.Main(m)
+}
+
+// A bounded read on Prism against pstest emits every message, and after the
+// run every message is acked exactly once.
+func TestReadBoundedOnPrismAcksEverything(t *testing.T) {
+	f := newFakeServer(t)
+	topic, subs := f.topicWithSubs(t, "bounded", 2)
+	ids := f.publish(t, topic, 200, nil)
+
+	p, s := beam.NewPipelineWithRoot()
+	msgs := Read(s, Config{
+		Subscriptions: subs,
+		Splits:        3,
+		MaxMessages:   200,
+		IdleTimeout:   5 * time.Second,
+		Connection:    f.conn,
+	})
+	passert.Count(s, msgs, "messages", 400)
+	if err := ptest.Run(p); err != nil {
+		t.Fatalf("pipeline failed: %v", err)
+	}
+	for _, id := range ids {
+		m := f.srv.Message(id)
+		if m.Acks < 2 { // one per subscription
+			t.Errorf("message %s: %d acks, %d deliveries; want 2 acks", id, m.Acks, m.Deliveries)
+		}
+	}
+}

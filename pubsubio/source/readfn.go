@@ -1,0 +1,228 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+)
+
+type emitFn = func(beam.EventTime, model.Message)
+
+func init() {
+	register.DoFn5x2[context.Context, *watermarkEstimator, *sdf.LockRTracker, Split, emitFn, sdf.ProcessContinuation, error](&readFn{})
+	register.DoFn6x2[context.Context, beam.BundleFinalization, *watermarkEstimator, *sdf.LockRTracker, Split, emitFn, sdf.ProcessContinuation, error](&finalizingReadFn{})
+	register.Emitter2[beam.EventTime, model.Message]()
+}
+
+// readFn is the read SDF: one element per split, one bundle after another
+// per split, each acking what the previous one emitted. It does not declare
+// bundle finalization; finalizingReadFn does.
+type readFn struct {
+	// ReadID keys this read's splits in the process-wide registry.
+	ReadID string
+	// SplitCount is the number of splits, for bounded reads' shares.
+	SplitCount int
+	Cfg        Config
+
+	rs *readState
+}
+
+func (fn *readFn) Setup() {
+	fn.rs = splits.attach(fn.ReadID, fn.Cfg)
+}
+
+// Teardown releases the read's splits when the process's last instance
+// goes: what they hold goes back to Pub/Sub at once.
+func (fn *readFn) Teardown() {
+	splits.detach(fn.ReadID)
+}
+
+func (fn *readFn) CreateInitialRestriction(Split) Restriction { return Restriction{} }
+
+func (fn *readFn) SplitRestriction(_ Split, rest Restriction) []Restriction {
+	return []Restriction{rest}
+}
+
+func (fn *readFn) RestrictionSize(Split, Restriction) float64 { return 1 }
+
+func (fn *readFn) CreateTracker(rest Restriction) *sdf.LockRTracker {
+	return sdf.NewLockRTracker(newTracker(rest, processID))
+}
+
+// TruncateRestriction runs when a streaming pipeline drains: the split
+// still acks what its last committed bundle emitted, then ends.
+func (fn *readFn) TruncateRestriction(rt *sdf.LockRTracker, _ Split) Restriction {
+	rest := rt.GetRestriction().(Restriction)
+	rest.Final = true
+	return rest
+}
+
+func (fn *readFn) InitialWatermarkEstimatorState(et beam.EventTime, _ Restriction, _ Split) int64 {
+	return int64(et)
+}
+
+func (fn *readFn) CreateWatermarkEstimator(state int64) *watermarkEstimator {
+	return &watermarkEstimator{state: state}
+}
+
+func (fn *readFn) WatermarkEstimatorState(e *watermarkEstimator) int64 { return e.state }
+
+func (fn *readFn) ProcessElement(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, split Split, emit emitFn) (sdf.ProcessContinuation, error) {
+	return fn.process(ctx, we, rt, split, emit, nil)
+}
+
+// finalizingReadFn is readFn plus bundle finalization, used where the SDK
+// delivers it (finalization.go): committed messages are acked as soon as
+// the runner confirms the commit, instead of at the split's next bundle.
+type finalizingReadFn struct {
+	readFn
+	watch finalizationWatch
+}
+
+func (fn *finalizingReadFn) Setup() {
+	fn.readFn.Setup()
+	fn.watch.disabled = &finalizationLost
+}
+
+// StartBundle marks bundle boundaries for the lost-callback check. It
+// declares the emitter because Beam requires the bundle methods of a DoFn
+// with emitters to declare the same ones.
+func (fn *finalizingReadFn) StartBundle(context.Context, emitFn) {
+	fn.watch.startBundle()
+}
+
+func (fn *finalizingReadFn) ProcessElement(ctx context.Context, bf beam.BundleFinalization, we *watermarkEstimator, rt *sdf.LockRTracker, split Split, emit emitFn) (sdf.ProcessContinuation, error) {
+	return fn.process(ctx, we, rt, split, emit, func(r *splitReader, ackIDs []string) {
+		fn.watch.register(ctx, bf, time.Now(), func() {
+			fn.rs.stats.add(acksFinalization, r.ack(ackIDs))
+		})
+	})
+}
+
+// process is one bundle of one split: ack what the previous bundle emitted,
+// emit what is buffered, and checkpoint with this bundle's ack IDs.
+// finalize, when set, registers the early ack of this bundle's messages.
+func (fn *readFn) process(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, split Split, emit emitFn, finalize func(*splitReader, []string)) (sdf.ProcessContinuation, error) {
+	rest := rt.GetRestriction().(Restriction)
+	key := splitKey{read: fn.ReadID, index: split.Index}
+	r, rs := splits.reader(key, split, fn.Cfg)
+	defer rs.stats.flush(ctx, rs.budget)
+
+	fn.ackCommitted(ctx, r, rs.stats, rest)
+	// Anything this split emitted under this bundle's number or later is
+	// output the runner discarded: this bundle is a retry.
+	r.giveBack(rest.Seq)
+
+	if rest.Final {
+		splits.releaseSplit(key, nackedRelease)
+		we.finish()
+		rt.TryClaim(finishClaim{})
+		return sdf.StopProcessing(), nil
+	}
+	if err := r.poll(ctx); err != nil {
+		return sdf.StopProcessing(), err
+	}
+
+	limit := fn.Cfg.MaxRecordsPerBundle
+	share := splitShare(fn.Cfg.MaxMessages, split.Index, fn.SplitCount, len(fn.Cfg.Subscriptions))
+	if share >= 0 {
+		limit = int(min(int64(limit), max(share-rest.Emitted, 0)))
+	}
+	batch := r.drain(limit, rest.Seq)
+	if err := fn.emitBatch(r, rs.stats, rt, rest.Seq, batch, emit); err != nil {
+		return sdf.StopProcessing(), err
+	}
+	if finalize != nil {
+		ids := make([]string, len(batch))
+		for i, d := range batch {
+			ids[i] = d.ackID
+		}
+		finalize(r, ids)
+	}
+
+	now := time.Now()
+	snap := r.snapshot(now.Add(-fn.Cfg.WatermarkWindow))
+	policy := watermarkPolicy{Window: fn.Cfg.WatermarkWindow, Idle: fn.Cfg.WatermarkIdle, Lateness: fn.Cfg.WatermarkLateness}
+	we.advance(policy.next(now, snap))
+
+	reachedShare := share >= 0 && rest.Emitted+int64(len(batch)) >= share
+	idle := fn.Cfg.IdleTimeout > 0 && snap.buffered == 0 && now.Sub(snap.lastArrival) >= fn.Cfg.IdleTimeout
+	if reachedShare || idle {
+		rt.Mu.Lock()
+		rt.Rt.(*tracker).finishAfterThisBundle()
+		rt.Mu.Unlock()
+		return sdf.ResumeProcessingIn(0), nil
+	}
+	if len(batch) > 0 || snap.buffered > 0 {
+		// Resume at once so this bundle's acks go out and free the
+		// client's flow control.
+		return sdf.ResumeProcessingIn(0), nil
+	}
+	return sdf.ResumeProcessingIn(fn.Cfg.PollDelay), nil
+}
+
+// ackCommitted acks what the bundle before rest emitted: the runner
+// persisted rest, so it committed that bundle.
+func (fn *readFn) ackCommitted(ctx context.Context, r *splitReader, st *stats, rest Restriction) {
+	if len(rest.AckIDs) == 0 {
+		return
+	}
+	if rest.Owner == processID {
+		st.add(acksResume, r.ack(rest.AckIDs))
+		return
+	}
+	ids := make([]string, 0, len(rest.AckIDs))
+	for _, id := range rest.AckIDs {
+		if !strings.HasPrefix(id, syntheticAckIDPrefix) {
+			ids = append(ids, id)
+		}
+	}
+	if err := r.acknowledgeRemote(ctx, ids); err != nil {
+		// At-least-once holds: unacked messages are redelivered.
+		st.add(ackRPCFailures, 1)
+		log.Warnf(ctx, "pubsubio: acking %d messages of %s emitted by another worker failed; Pub/Sub will redeliver them: %v", len(rest.AckIDs), r.split.Subscription, err)
+		return
+	}
+	st.add(acksRPC, len(ids))
+	st.add(messagesAcked, len(ids))
+}
+
+// emitBatch claims and emits batch. A message whose event time cannot be
+// decoded fails the bundle; so does a downstream failure (a panic out of
+// emit). Either way everything this bundle emitted goes back to Pub/Sub at
+// once, because the runner will discard this bundle's output.
+func (fn *readFn) emitBatch(r *splitReader, st *stats, rt *sdf.LockRTracker, seq int64, batch []*delivery, emit emitFn) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.giveBack(seq)
+			panic(p)
+		}
+	}()
+	newest := time.Time{}
+	for _, d := range batch {
+		if d.eventErr != nil {
+			st.add(decodeFailures, 1)
+			r.giveBack(seq)
+			return fmt.Errorf("pubsubio: message %s from %s: %w (the bundle fails and the message is redelivered; fix the publisher or unset TimestampAttribute)", d.msg.ID, d.msg.Subscription, d.eventErr)
+		}
+		if !rt.TryClaim(d.ackID) {
+			r.giveBack(seq)
+			return fmt.Errorf("pubsubio: split %d of %s could not claim a message: %w", r.split.Index, r.split.Subscription, rt.GetError())
+		}
+		emit(mtime.FromTime(d.eventTime), d.msg)
+		if d.eventTime.After(newest) {
+			newest = d.eventTime
+		}
+	}
+	r.noteEmitted(newest)
+	return nil
+}

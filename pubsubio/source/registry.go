@@ -1,0 +1,187 @@
+package source
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+)
+
+// processID identifies this worker process in the restrictions it emits, so
+// that a residual resuming here acks through the held messages and one
+// resuming elsewhere uses the Acknowledge RPC.
+var processID = newProcessID()
+
+func newProcessID() string {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		panic("pubsubio: no randomness for the process ID: " + err.Error())
+	}
+	return hex.EncodeToString(b)
+}
+
+// splitKey identifies a split across bundles: the read (a random ID fixed at
+// graph construction) and the split's index.
+type splitKey struct {
+	read  string
+	index int
+}
+
+// readState is what one read keeps per process: its splits, its budget and
+// its counts, and how many DoFn instances use it.
+type readState struct {
+	splits map[int]*splitReader
+	budget *budget
+	stats  *stats
+	users  int
+}
+
+// registry holds every split reader of the process. Subscribers must
+// outlive bundles (a streaming pull per bundle would cost a connection per
+// bundle and redeliver everything in flight), so they live here, keyed by
+// split, and are released when their split is not polled for LeaseIdle or
+// the last DoFn instance of their read is torn down.
+type registry struct {
+	now  func() time.Time
+	dial func(context.Context, Split, Config) (subscription, error)
+
+	mu      sync.Mutex
+	reads   map[string]*readState
+	janitor *time.Ticker
+}
+
+var splits = newRegistry(time.Now, func(ctx context.Context, s Split, cfg Config) (subscription, error) {
+	return dialSubscription(ctx, s.Subscription, cfg)
+})
+
+func newRegistry(now func() time.Time, dial func(context.Context, Split, Config) (subscription, error)) *registry {
+	return &registry{now: now, dial: dial, reads: map[string]*readState{}}
+}
+
+// attach registers a DoFn instance of read; detach undoes it.
+func (g *registry) attach(read string, cfg Config) *readState {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	rs := g.readLocked(read, cfg)
+	rs.users++
+	return rs
+}
+
+func (g *registry) readLocked(read string, cfg Config) *readState {
+	rs := g.reads[read]
+	if rs == nil {
+		rs = &readState{
+			splits: map[int]*splitReader{},
+			budget: newBudget(cfg.BufferMaxMessages, cfg.BufferMaxBytes),
+			stats:  &stats{},
+		}
+		g.reads[read] = rs
+	}
+	return rs
+}
+
+// detach drops a DoFn instance of read; the last one releases its splits.
+func (g *registry) detach(read string) {
+	g.mu.Lock()
+	rs := g.reads[read]
+	if rs == nil {
+		g.mu.Unlock()
+		return
+	}
+	rs.users--
+	var release []*splitReader
+	if rs.users <= 0 {
+		for _, r := range rs.splits {
+			release = append(release, r)
+		}
+		delete(g.reads, read)
+	}
+	g.mu.Unlock()
+	releaseAll(release, nackedRelease)
+}
+
+// reader returns the split's reader, creating it if needed.
+func (g *registry) reader(key splitKey, split Split, cfg Config) (*splitReader, *readState) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	rs := g.readLocked(key.read, cfg)
+	r := rs.splits[key.index]
+	if r == nil {
+		r = newSplitReader(split, cfg, rs.budget, rs.stats, g.now, func(ctx context.Context) (subscription, error) {
+			return g.dial(ctx, split, cfg)
+		})
+		rs.splits[key.index] = r
+		g.startJanitorLocked(cfg.LeaseIdle)
+	}
+	return r, rs
+}
+
+// releaseSplit releases one split (the end of a bounded split).
+func (g *registry) releaseSplit(key splitKey, reason counter) {
+	g.mu.Lock()
+	var r *splitReader
+	if rs := g.reads[key.read]; rs != nil {
+		r = rs.splits[key.index]
+		delete(rs.splits, key.index)
+	}
+	g.mu.Unlock()
+	if r != nil {
+		r.release(reason)
+	}
+}
+
+// janitorInterval is how often lease idleness is checked: often enough that
+// a release happens within a fraction of LeaseIdle, bounded so a short
+// LeaseIdle (tests) does not spin.
+func janitorInterval(leaseIdle time.Duration) time.Duration {
+	return max(leaseIdle/4, 50*time.Millisecond)
+}
+
+func (g *registry) startJanitorLocked(leaseIdle time.Duration) {
+	if g.janitor != nil {
+		return
+	}
+	g.janitor = time.NewTicker(janitorInterval(leaseIdle))
+	go func(t *time.Ticker) {
+		for range t.C {
+			g.releaseIdle()
+		}
+	}(g.janitor)
+}
+
+// releaseIdle releases every split not polled for its read's LeaseIdle.
+func (g *registry) releaseIdle() {
+	now := g.now()
+	g.mu.Lock()
+	var idle []*splitReader
+	for _, rs := range g.reads {
+		for i, r := range rs.splits {
+			if r.idleSince(now.Add(-r.cfg.LeaseIdle)) {
+				idle = append(idle, r)
+				delete(rs.splits, i)
+			}
+		}
+	}
+	g.mu.Unlock()
+	for _, r := range idle {
+		log.Infof(context.Background(), "pubsubio: releasing split %d of %s: not polled for LeaseIdle %v; what it held goes back to Pub/Sub", r.split.Index, r.split.Subscription, r.cfg.LeaseIdle)
+	}
+	releaseAll(idle, nackedRelease)
+}
+
+// releaseAll releases readers concurrently, so the shutdown waits overlap:
+// releasing many splits costs one ShutdownTimeout, not one each.
+func releaseAll(readers []*splitReader, reason counter) {
+	var wg sync.WaitGroup
+	for _, r := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.release(reason)
+		}()
+	}
+	wg.Wait()
+}

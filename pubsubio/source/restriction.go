@@ -1,0 +1,115 @@
+package source
+
+import (
+	"fmt"
+	"reflect"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
+)
+
+func init() {
+	beam.RegisterType(reflect.TypeOf((*Restriction)(nil)).Elem())
+	beam.RegisterType(reflect.TypeOf((*Split)(nil)).Elem())
+}
+
+// Restriction is what one bundle of a split hands the next. Pub/Sub has no
+// position to resume from, so it carries the ack IDs the bundle emitted:
+// the runner persists a residual only after committing the bundle that
+// produced it, so whoever processes the residual may ack them.
+type Restriction struct {
+	// Seq numbers the bundles of a split. Seeing a Seq again means the
+	// runner is retrying a bundle whose output it discarded.
+	Seq int64
+	// Owner identifies the worker process that emitted AckIDs: there they
+	// are acked through the held messages (stopping lease extension), in any
+	// other process with the Acknowledge RPC.
+	Owner string
+	// AckIDs were emitted by the bundle before this one.
+	AckIDs []string
+	// Emitted counts what the split emitted before this restriction, for
+	// bounded reads.
+	Emitted int64
+	// Final marks the last restriction of a bounded read: its bundle only
+	// acks AckIDs and ends the split.
+	Final bool
+}
+
+// finishClaim is claimed by the final bundle of a bounded split, after which
+// the tracker is done and the split ends.
+type finishClaim struct{}
+
+// tracker tracks one bundle of a split. Claims are the ack IDs of emitted
+// messages; the self-checkpoint (TrySplit(0)) moves them into the residual.
+type tracker struct {
+	rest      Restriction
+	owner     string
+	claimed   []string
+	finishing bool // the residual ends the read (bounded reads)
+	done      bool
+	err       error
+}
+
+func newTracker(rest Restriction, owner string) *tracker {
+	return &tracker{rest: rest, owner: owner}
+}
+
+// TryClaim claims an ack ID (string) or, with finishClaim, ends the split.
+func (t *tracker) TryClaim(pos any) bool {
+	if t.done {
+		return false
+	}
+	switch p := pos.(type) {
+	case string:
+		t.claimed = append(t.claimed, p)
+		return true
+	case finishClaim:
+		t.done = true
+		return false
+	default:
+		t.err = fmt.Errorf("pubsubio: tracker cannot claim %T; this is a bug", pos)
+		return false
+	}
+}
+
+// finishAfterThisBundle makes the residual the split's final, ack-only
+// restriction.
+func (t *tracker) finishAfterThisBundle() { t.finishing = true }
+
+// TrySplit refuses every split but the self-checkpoint: there is no
+// position to divide, and a runner-initiated split would hand half of
+// nothing to someone else.
+func (t *tracker) TrySplit(fraction float64) (primary, residual any, err error) {
+	if t.done || fraction > 0 {
+		return t.rest, nil, nil
+	}
+	t.done = true
+	res := Restriction{
+		Seq:     t.rest.Seq + 1,
+		Owner:   t.owner,
+		AckIDs:  t.claimed,
+		Emitted: t.rest.Emitted + int64(len(t.claimed)),
+		Final:   t.finishing,
+	}
+	prim := t.rest
+	prim.Final = true
+	return prim, res, nil
+}
+
+// GetProgress reports claimed messages as done work and one unit remaining
+// while the split runs: a stream's remaining work is unknown, and 0 would
+// tell the runner the split is finished.
+func (t *tracker) GetProgress() (done, remaining float64) {
+	if t.done {
+		return float64(len(t.claimed)), 0
+	}
+	return float64(len(t.claimed)), 1
+}
+
+func (t *tracker) IsDone() bool         { return t.done }
+func (t *tracker) GetError() error      { return t.err }
+func (t *tracker) GetRestriction() any  { return t.rest }
+func (t *tracker) IsBounded() bool      { return t.rest.Final }
+func (t *tracker) claimedIDs() []string { return t.claimed }
+
+var _ sdf.BoundableRTracker = (*tracker)(nil)

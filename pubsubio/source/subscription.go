@@ -1,0 +1,65 @@
+package source
+
+import (
+	"context"
+	"fmt"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+)
+
+// subscription is what a split needs from Pub/Sub: a streaming pull and
+// the Acknowledge RPC. An interface so that split tests can deliver by hand.
+type subscription interface {
+	// receive streams messages into f until ctx is done or the stream fails
+	// permanently.
+	receive(ctx context.Context, f func(*pubsub.Message)) error
+	// acknowledge acks by ID, for messages received by another process.
+	acknowledge(ctx context.Context, ackIDs []string) error
+	close() error
+}
+
+// maxAckIDsPerRequest keeps an Acknowledge request well under Pub/Sub's
+// 512 KB request limit (ack IDs are a few hundred bytes).
+const maxAckIDsPerRequest = 1000
+
+// clientSubscription is a subscription read through the Pub/Sub client.
+type clientSubscription struct {
+	client   *pubsub.Client
+	name     string
+	settings pubsub.ReceiveSettings
+}
+
+func dialSubscription(ctx context.Context, sub model.Subscription, cfg Config) (subscription, error) {
+	client, err := connection.NewClient(ctx, sub.Project, cfg.Connection)
+	if err != nil {
+		return nil, fmt.Errorf("pubsubio: connecting to read %s: %w", sub, err)
+	}
+	return &clientSubscription{client: client, name: sub.String(), settings: cfg.receiveSettings()}, nil
+}
+
+func (s *clientSubscription) receive(ctx context.Context, f func(*pubsub.Message)) error {
+	sub := s.client.Subscriber(s.name)
+	sub.ReceiveSettings = s.settings
+	return sub.Receive(ctx, func(_ context.Context, m *pubsub.Message) { f(m) })
+}
+
+func (s *clientSubscription) acknowledge(ctx context.Context, ackIDs []string) error {
+	for len(ackIDs) > 0 {
+		n := min(len(ackIDs), maxAckIDsPerRequest)
+		err := s.client.SubscriptionAdminClient.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{
+			Subscription: s.name,
+			AckIds:       ackIDs[:n],
+		})
+		if err != nil {
+			return err
+		}
+		ackIDs = ackIDs[n:]
+	}
+	return nil
+}
+
+func (s *clientSubscription) close() error { return s.client.Close() }
