@@ -1,0 +1,62 @@
+package pubsubio
+
+import (
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/source"
+)
+
+// The values users pass around, re-exported from the leaf packages.
+type (
+	// Message is one Pub/Sub message in a pipeline.
+	Message = model.Message
+	// Subscription names a Pub/Sub subscription.
+	Subscription = model.Subscription
+	// Topic names a Pub/Sub topic.
+	Topic = model.Topic
+	// ReadConfig configures Read; see source.Config for every option and its
+	// default.
+	ReadConfig = source.Config
+	// Connection says where and as whom to connect: an emulator endpoint or a
+	// service-account key file; neither means application-default
+	// credentials against Pub/Sub.
+	Connection = connection.Settings
+	// OrderingMode is OrderingNone or OrderingPerKey.
+	OrderingMode = source.OrderingMode
+	// FinalizationMode is FinalizationAuto, FinalizationOn or FinalizationOff.
+	FinalizationMode = source.FinalizationMode
+)
+
+const (
+	OrderingNone     = source.OrderingNone
+	OrderingPerKey   = source.OrderingPerKey
+	FinalizationAuto = source.FinalizationAuto
+	FinalizationOn   = source.FinalizationOn
+	FinalizationOff  = source.FinalizationOff
+)
+
+// SubscriptionOf returns the subscription id in project.
+func SubscriptionOf(project, id string) Subscription { return model.SubscriptionOf(project, id) }
+
+// TopicOf returns the topic id in project.
+func TopicOf(project, id string) Topic { return model.TopicOf(project, id) }
+
+// ParseSubscription parses "projects/P/subscriptions/S".
+func ParseSubscription(name string) (Subscription, error) { return model.ParseSubscription(name) }
+
+// ParseTopic parses "projects/P/topics/T".
+func ParseTopic(name string) (Topic, error) { return model.ParseTopic(name) }
+
+// Read reads cfg.Subscriptions and returns a PCollection<Message> whose
+// event time is each message's publish time (or cfg.TimestampAttribute).
+// Each message is acked after the runner commits the bundle that emitted
+// it. An invalid configuration panics at graph construction; TryRead
+// returns it as an error.
+func Read(s beam.Scope, cfg ReadConfig) beam.PCollection { return source.Read(s, cfg) }
+
+// TryRead is Read returning the construction error instead of panicking.
+func TryRead(s beam.Scope, cfg ReadConfig) (beam.PCollection, error) {
+	return source.TryRead(s, cfg)
+}
