@@ -1,0 +1,142 @@
+package dlq
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+)
+
+func init() {
+	beam.RegisterType(reflect.TypeOf((*FailedMessage)(nil)).Elem())
+}
+
+// Stage says at which step a message failed.
+type Stage string
+
+const (
+	// StageDecode: the source received the message but could not turn it
+	// into a pipeline value (e.g. a malformed timestamp attribute).
+	StageDecode Stage = "decode"
+	// StageValidate: the sink found, before sending, that the message breaks
+	// one of Pub/Sub's limits (size, attributes, ordering key, empty
+	// message), so Pub/Sub would have rejected it.
+	StageValidate Stage = "validate"
+	// StagePublish: Pub/Sub rejected the message when it was published
+	// alone (a confirmed single-message rejection).
+	StagePublish Stage = "publish"
+)
+
+// MaxErrorBytes bounds FailedMessage.Error. A status message from a service
+// can be arbitrarily long (it may quote the request), and a dead letter is
+// itself published to Pub/Sub, where an attribute value holds at most 1024
+// bytes; the full error is in the worker's log.
+const MaxErrorBytes = 1024
+
+// FailedMessage is one message a failure policy routed to the dead-letter
+// output instead of failing the bundle. It is a plain struct so that Beam
+// encodes it with its schema coder and any downstream DoFn can read it.
+type FailedMessage struct {
+	// Message is the message as it failed: for the sink, what the pipeline
+	// gave it (Data, Attributes, OrderingKey, Topic as set); for the source,
+	// what was received (with ID and PublishTime).
+	Message model.Message
+	// Subscription is where a source failure came from; zero for the sink.
+	Subscription model.Subscription
+	// Topic is where a sink failure was going: the message's own Topic or the
+	// sink's default; zero for the source.
+	Topic model.Topic
+	// Stage is the step that failed.
+	Stage Stage
+	// Code is the canonical gRPC status code name ("INVALID_ARGUMENT"),
+	// "INVALID_ARGUMENT" for a limit the sink checked before sending, and
+	// empty for a failure that has no status (a decode failure).
+	Code string
+	// Error is the failure's text, at most MaxErrorBytes bytes.
+	Error string
+	// Time is when the failure was observed.
+	Time time.Time
+	// Attempts is how many times the message was tried: publish attempts
+	// for the sink (0 when it was rejected before sending), delivery
+	// attempts for the source (0 when Pub/Sub does not report them).
+	Attempts int
+}
+
+// New returns the FailedMessage for msg failing at stage with err. Code is
+// taken from err's gRPC status, if it carries one; the caller sets
+// Subscription or Topic.
+func New(stage Stage, msg model.Message, err error, attempts int, at time.Time) FailedMessage {
+	f := FailedMessage{Message: msg, Stage: stage, Time: at, Attempts: attempts}
+	if err != nil {
+		if c, ok := CodeOf(err); ok {
+			f.Code = CodeName(c)
+		}
+		f.Error = Truncate(err.Error(), MaxErrorBytes)
+	}
+	return f
+}
+
+// CodeOf returns the gRPC status code err carries, looking through
+// wrapping, and reports whether it carries one. A context's deadline or
+// cancellation counts as DEADLINE_EXCEEDED or CANCELLED.
+func CodeOf(err error) (codes.Code, bool) {
+	if err == nil {
+		return codes.OK, true
+	}
+	var se interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &se) {
+		return se.GRPCStatus().Code(), true
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return codes.DeadlineExceeded, true
+	case errors.Is(err, context.Canceled):
+		return codes.Canceled, true
+	}
+	return codes.Unknown, false
+}
+
+// CodeName returns the canonical name of c as Pub/Sub's documentation and
+// error messages spell it: "INVALID_ARGUMENT", "NOT_FOUND".
+func CodeName(c codes.Code) string {
+	if c == codes.Canceled {
+		return "CANCELLED" // the canonical spelling; Go's name drops an L
+	}
+	name := c.String() // "InvalidArgument", or "Code(17)" for an unknown one
+	var b strings.Builder
+	prev := rune(0)
+	for _, r := range name {
+		if unicode.IsUpper(r) && unicode.IsLower(prev) {
+			b.WriteByte('_')
+		}
+		b.WriteRune(unicode.ToUpper(r))
+		prev = r
+	}
+	return b.String()
+}
+
+// Truncate returns s cut to at most max bytes on a rune boundary, with
+// "..." marking a cut.
+func Truncate(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	const ellipsis = "..."
+	cut := max - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	if cut < 0 {
+		cut = 0
+	}
+	return s[:cut] + ellipsis
+}
