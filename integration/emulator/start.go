@@ -1,0 +1,61 @@
+package emulator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// errPortTaken marks a start that failed because another process grabbed the
+// chosen port between our probe and the emulator's bind; Start retries.
+var errPortTaken = errors.New("port already in use")
+
+// Start launches a new emulator process from the gcloud emulator binary on a
+// free loopback port and waits (bounded by ctx, or 60 s if ctx has no
+// deadline) until it answers ListTopics. It ignores PUBSUB_IT_EMULATOR and
+// Docker: it is for callers that need an emulator of their own, e.g. to kill
+// and Restart it. The caller must Stop it. A missing binary yields an error
+// wrapping ErrUnavailable.
+func Start(ctx context.Context) (*Emulator, error) {
+	bin, err := findBinary()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := withDefaultTimeout(ctx, readyTimeout)
+	defer cancel()
+	var lastErr error
+	for attempt := 1; attempt <= 3; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		endpoint := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		p, err := startProcess(ctx, bin, endpoint)
+		if err == nil {
+			return &Emulator{Endpoint: endpoint, Project: Project, Kind: KindProcess, proc: p, bin: bin}, nil
+		}
+		lastErr = err
+		if !errors.Is(err, errPortTaken) {
+			break
+		}
+	}
+	return nil, fmt.Errorf("emulator: start %s: %w", bin, lastErr)
+}
+
+// freePort asks the kernel for an unused loopback port. The port is released
+// before the emulator binds it, so a race is possible; Start retries then.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("emulator: find a free loopback port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func portTaken(output string) bool {
+	return strings.Contains(output, "Address already in use") || strings.Contains(output, "BindException")
+}
