@@ -1,0 +1,69 @@
+package pubsubio
+
+import (
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/sink"
+)
+
+// The write path's values, re-exported from the leaf packages.
+type (
+	// WriteConfig configures Write; see sink.Config for every option and its
+	// default.
+	WriteConfig = sink.Config
+	// PublisherOptions tune the client's publishers (batching, timeout,
+	// compression, retry backoff, message ordering).
+	PublisherOptions = sink.PublisherOptions
+	// TopicCreateOptions configure the topics Write creates.
+	TopicCreateOptions = sink.TopicCreateOptions
+	// CreateDisposition is CreateIfNeeded or CreateNever.
+	CreateDisposition = sink.CreateDisposition
+	// FailurePolicy is PolicyFail, PolicyDrop or PolicyDeadLetter.
+	FailurePolicy = sink.FailurePolicy
+	// FailedMessage is one dead letter: a message a failure policy routed,
+	// with where it failed and why.
+	FailedMessage = dlq.FailedMessage
+	// FailureStage says at which step a message failed.
+	FailureStage = dlq.Stage
+)
+
+const (
+	CreateIfNeeded   = sink.CreateIfNeeded
+	CreateNever      = sink.CreateNever
+	PolicyFail       = sink.PolicyFail
+	PolicyDrop       = sink.PolicyDrop
+	PolicyDeadLetter = sink.PolicyDeadLetter
+	StageDecode      = dlq.StageDecode
+	StageValidate    = dlq.StageValidate
+	StagePublish     = dlq.StagePublish
+)
+
+// Write publishes msgs, a PCollection<Message>, to cfg.Topic, or to each
+// message's own Topic when set (dynamic destinations), and returns the dead
+// letters, a PCollection<FailedMessage> that is empty unless
+// cfg.FailurePolicy is PolicyDeadLetter. A bundle commits only after Pub/Sub
+// confirmed every message it published (at-least-once). An invalid
+// configuration panics at graph construction; TryWrite returns it as an
+// error.
+func Write(s beam.Scope, cfg WriteConfig, msgs beam.PCollection) beam.PCollection {
+	return sink.Write(s, cfg, msgs)
+}
+
+// TryWrite is Write returning the construction error instead of panicking.
+func TryWrite(s beam.Scope, cfg WriteConfig, msgs beam.PCollection) (beam.PCollection, error) {
+	return sink.TryWrite(s, cfg, msgs)
+}
+
+// MessagesFromBytes turns a PCollection<[]byte> into a PCollection<Message>,
+// each element the payload of a message for the default topic.
+func MessagesFromBytes(s beam.Scope, col beam.PCollection) beam.PCollection {
+	return sink.FromBytes(s, col)
+}
+
+// MessagesFromStrings turns a PCollection<string> into a
+// PCollection<Message>, each element the payload of a message for the
+// default topic.
+func MessagesFromStrings(s beam.Scope, col beam.PCollection) beam.PCollection {
+	return sink.FromStrings(s, col)
+}
