@@ -343,6 +343,20 @@ func guard(t *testing.T) context.Context {
 
 func newHarness(t *testing.T, cfg Config, be *fakeBackend) *harness {
 	t.Helper()
+	h := buildHarness(t, cfg, func(cfg Config) backend {
+		if be == nil {
+			be = newFakeBackend(cfg.Publisher.CountThreshold)
+		}
+		return be
+	})
+	h.be = be
+	return h
+}
+
+// buildHarness applies the defaults to cfg (with validTopic as the default
+// topic unless set) and builds the writer on the backend mk returns.
+func buildHarness(t *testing.T, cfg Config, mk func(Config) backend) *harness {
+	t.Helper()
 	if cfg.Topic.IsZero() {
 		cfg.Topic = validTopic
 	}
@@ -350,11 +364,8 @@ func newHarness(t *testing.T, cfg Config, be *fakeBackend) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if be == nil {
-		be = newFakeBackend(cfg.Publisher.CountThreshold)
-	}
-	h := &harness{t: t, ctx: guard(t), be: be}
-	h.w = newWriter(cfg, be)
+	h := &harness{t: t, ctx: guard(t)}
+	h.w = newWriter(cfg, mk(cfg))
 	h.w.warnf = func(_ context.Context, format string, args ...any) {
 		h.mu.Lock()
 		defer h.mu.Unlock()

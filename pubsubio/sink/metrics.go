@@ -70,16 +70,24 @@ var (
 
 // stats holds one writer's cumulative counts and what it has flushed.
 type stats struct {
-	records, bytes, sendErrors, dropped, deadLettered, topicsCreated int64
-	errorClasses                                                     map[codes.Code]int64
-	perDest                                                          map[model.Topic]*[2]int64
+	counts
+	errorClasses map[codes.Code]int64
+	perDest      map[model.Topic]*[2]int64 // records, bytes
+	// cascaded counts ordering-key cancellations parked for repair. It is no
+	// metric: a cancellation is not a failure of its own.
+	cascaded int64
 
 	flushed struct {
-		records, bytes, sendErrors, dropped, deadLettered, topicsCreated int64
-		errorClasses                                                     map[codes.Code]int64
-		perDest                                                          map[model.Topic][2]int64
+		counts
+		errorClasses map[codes.Code]int64
+		perDest      map[model.Topic][2]int64
 	}
 	lastFlush time.Time
+}
+
+// counts are the plain counters.
+type counts struct {
+	records, bytes, sendErrors, dropped, deadLettered, topicsCreated int64
 }
 
 func (s *stats) sent(perDest bool, topic model.Topic, p *pending) {

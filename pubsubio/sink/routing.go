@@ -43,6 +43,7 @@ func (w *writer) complete(p *pending) {
 	// no failure of its own: it is parked and republished once the key is
 	// resumed, whatever the disposition, and never counted.
 	if errors.As(err, new(pubsub.ErrPublishingPaused)) {
+		w.stats.cascaded++
 		w.park(d, p, nil)
 		return
 	}
