@@ -42,11 +42,12 @@ func useFinalization(mode FinalizationMode, sdkVersion string) bool {
 // sdkVersion is the Beam SDK compiled into this binary.
 var sdkVersion = core.SdkVersion
 
-// parseVersion reads "major.minor.patch" with an optional "-suffix"
-// (pre-releases sort with their release).
+// parseVersion reads "major.minor.patch" with an optional "-suffix" or
+// ".dev" (pre-releases and dev builds sort with their release).
 func parseVersion(s string) ([3]int, bool) {
 	var v [3]int
 	s, _, _ = strings.Cut(s, "-")
+	s = strings.TrimSuffix(s, ".dev")
 	parts := strings.Split(s, ".")
 	if len(parts) != 3 {
 		return v, false

@@ -19,7 +19,7 @@ type emitFn = func(beam.EventTime, model.Message)
 
 func init() {
 	register.DoFn5x2[context.Context, *watermarkEstimator, *sdf.LockRTracker, Split, emitFn, sdf.ProcessContinuation, error](&readFn{})
-	register.DoFn6x2[context.Context, beam.BundleFinalization, *watermarkEstimator, *sdf.LockRTracker, Split, emitFn, sdf.ProcessContinuation, error](&finalizingReadFn{})
+	register.DoFn6x2[context.Context, *watermarkEstimator, beam.BundleFinalization, *sdf.LockRTracker, Split, emitFn, sdf.ProcessContinuation, error](&finalizingReadFn{})
 	register.Emitter2[beam.EventTime, model.Message]()
 }
 
@@ -100,7 +100,7 @@ func (fn *finalizingReadFn) StartBundle(context.Context, emitFn) {
 	fn.watch.startBundle()
 }
 
-func (fn *finalizingReadFn) ProcessElement(ctx context.Context, bf beam.BundleFinalization, we *watermarkEstimator, rt *sdf.LockRTracker, split Split, emit emitFn) (sdf.ProcessContinuation, error) {
+func (fn *finalizingReadFn) ProcessElement(ctx context.Context, we *watermarkEstimator, bf beam.BundleFinalization, rt *sdf.LockRTracker, split Split, emit emitFn) (sdf.ProcessContinuation, error) {
 	return fn.process(ctx, we, rt, split, emit, func(r *splitReader, ackIDs []string) {
 		fn.watch.register(ctx, bf, time.Now(), func() {
 			fn.rs.stats.add(acksFinalization, r.ack(ackIDs))

@@ -48,9 +48,10 @@ type registry struct {
 	now  func() time.Time
 	dial func(context.Context, Split, Config) (subscription, error)
 
-	mu      sync.Mutex
-	reads   map[string]*readState
-	janitor *time.Ticker
+	mu            sync.Mutex
+	reads         map[string]*readState
+	janitor       *time.Ticker
+	janitorPeriod time.Duration
 }
 
 var splits = newRegistry(time.Now, func(ctx context.Context, s Split, cfg Config) (subscription, error) {
@@ -116,6 +117,7 @@ func (g *registry) reader(key splitKey, split Split, cfg Config) (*splitReader, 
 		rs.splits[key.index] = r
 		g.startJanitorLocked(cfg.LeaseIdle)
 	}
+	r.touch()
 	return r, rs
 }
 
@@ -135,21 +137,27 @@ func (g *registry) releaseSplit(key splitKey, reason counter) {
 
 // janitorInterval is how often lease idleness is checked: often enough that
 // a release happens within a fraction of LeaseIdle, bounded so a short
-// LeaseIdle (tests) does not spin.
+// LeaseIdle does not spin.
 func janitorInterval(leaseIdle time.Duration) time.Duration {
 	return max(leaseIdle/4, 50*time.Millisecond)
 }
 
+// startJanitorLocked runs the lease-idle check at the pace the shortest
+// LeaseIdle of the process's reads needs.
 func (g *registry) startJanitorLocked(leaseIdle time.Duration) {
-	if g.janitor != nil {
-		return
+	period := janitorInterval(leaseIdle)
+	switch {
+	case g.janitor == nil:
+		g.janitor, g.janitorPeriod = time.NewTicker(period), period
+		go func(t *time.Ticker) {
+			for range t.C {
+				g.releaseIdle()
+			}
+		}(g.janitor)
+	case period < g.janitorPeriod:
+		g.janitor.Reset(period)
+		g.janitorPeriod = period
 	}
-	g.janitor = time.NewTicker(janitorInterval(leaseIdle))
-	go func(t *time.Ticker) {
-		for range t.C {
-			g.releaseIdle()
-		}
-	}(g.janitor)
 }
 
 // releaseIdle releases every split not polled for its read's LeaseIdle.

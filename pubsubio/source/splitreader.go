@@ -110,6 +110,11 @@ func (r *splitReader) poll(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.lastPolled = r.now()
+	if r.released {
+		// Released by the janitor between the registry lookup and now: the
+		// bundle emits nothing and the next one finds a fresh reader.
+		return nil
+	}
 	if err := r.failure; err != nil {
 		r.failure = nil // reported once; a retried bundle starts afresh
 		return err
@@ -184,10 +189,11 @@ func (r *splitReader) deliver(run *receiveRun, m *pubsub.Message, h handle, ackI
 		return
 	}
 	if prev := r.held[m.ID]; prev != nil {
-		r.settleLocked(prev, false, nackedSuperseded)
+		r.settleLocked(prev, nackIt, nackedSuperseded)
 	}
 	if !r.budget.reserve(size) {
-		h.Nack()
+		// Not nacked here: the stop below nacks the client's inventory,
+		// this delivery included (see handBack).
 		r.stats.add(nackedBudget, 1)
 		log.Warnf(context.Background(), "pubsubio: buffer budget of %d messages / %d bytes reached; stopping the subscriber of %s until it is polled again (raise BufferMaxMessages/BufferMaxBytes if ordinary bursts reach it)", r.cfg.BufferMaxMessages, r.cfg.BufferMaxBytes, r.split.Subscription)
 		r.stopLocked(nackedBudget)
@@ -223,9 +229,23 @@ func (r *splitReader) deliver(run *receiveRun, m *pubsub.Message, h handle, ackI
 	r.stats.add(messagesReceived, 1)
 }
 
-// settleLocked takes d out of the split, acking or nacking it, and counts
-// the nack under reason.
-func (r *splitReader) settleLocked(d *delivery, ack bool, reason counter) {
+// settlement is how a delivery leaves the split.
+type settlement uint8
+
+const (
+	ackIt  settlement = iota
+	nackIt            // the subscriber keeps running and sends the nack
+	// handBack leaves the nack to the client's shutdown, which nacks its
+	// whole inventory at once. A Nack() just before a stop would be lost:
+	// the client sends nacks every 100 ms from a goroutine that returns as
+	// soon as the stream is cancelled, and a nacked message is no longer in
+	// the inventory the shutdown nacks.
+	handBack
+)
+
+// settleLocked takes d out of the split, acking or giving it back, and
+// counts a give-back under reason.
+func (r *splitReader) settleLocked(d *delivery, how settlement, reason counter) {
 	switch d.state {
 	case buffered:
 		r.buffered--
@@ -240,12 +260,14 @@ func (r *splitReader) settleLocked(d *delivery, ack bool, reason counter) {
 	if r.held[d.msg.ID] == d {
 		delete(r.held, d.msg.ID)
 	}
-	if ack {
+	switch how {
+	case ackIt:
 		d.handle.Ack()
 		r.stats.add(messagesAcked, 1)
 		return
+	case nackIt:
+		d.handle.Nack()
 	}
-	d.handle.Nack()
 	r.stats.add(reason, 1)
 }
 
@@ -294,7 +316,7 @@ func (r *splitReader) ack(ackIDs []string) int {
 	n := 0
 	for _, id := range ackIDs {
 		if d := r.pending[id]; d != nil {
-			r.settleLocked(d, true, 0)
+			r.settleLocked(d, ackIt, 0)
 			r.recentAcks = append(r.recentAcks, recentAck{id: id, at: now})
 			n++
 		}
@@ -338,25 +360,27 @@ func (r *splitReader) resendAcks(sub subscription, ackIDs []string) {
 }
 
 // acknowledgeRemote acks, with the RPC, IDs emitted by another process.
+// It keeps the connection it dials for the split's subscriber, unless the
+// split was released meanwhile.
 func (r *splitReader) acknowledgeRemote(ctx context.Context, ackIDs []string) error {
 	r.mu.Lock()
 	sub := r.sub
 	r.mu.Unlock()
-	if sub == nil {
-		s, err := r.dial(ctx)
-		if err != nil {
-			return err
-		}
-		r.mu.Lock()
-		if r.sub == nil {
-			r.sub = s
-		} else {
-			_ = s.close()
-		}
-		sub = r.sub
-		r.mu.Unlock()
+	if sub != nil {
+		return sub.acknowledge(ctx, ackIDs)
 	}
-	return sub.acknowledge(ctx, ackIDs)
+	sub, err := r.dial(ctx)
+	if err != nil {
+		return err
+	}
+	err = sub.acknowledge(ctx, ackIDs)
+	r.mu.Lock()
+	if r.sub == nil && !r.released {
+		r.sub, sub = sub, nil
+	}
+	r.mu.Unlock()
+	closeQuietly(sub)
+	return err
 }
 
 // giveBack nacks what bundles seq and later emitted and did not ack: the
@@ -366,19 +390,20 @@ func (r *splitReader) giveBack(fromSeq int64) {
 	defer r.mu.Unlock()
 	for _, d := range r.pending {
 		if d.seq >= fromSeq {
-			r.settleLocked(d, false, nackedUncommitted)
+			r.settleLocked(d, nackIt, nackedUncommitted)
 		}
 	}
 }
 
-// giveBackAllLocked nacks everything held, counting it under reason.
+// giveBackAllLocked hands everything held back to the client, whose
+// shutdown (which must follow) nacks it, counting it under reason.
 func (r *splitReader) giveBackAllLocked(reason counter) {
 	for _, d := range r.buffer {
-		r.settleLocked(d, false, reason)
+		r.settleLocked(d, handBack, reason)
 	}
 	r.buffer = nil
 	for _, d := range r.pending {
-		r.settleLocked(d, false, reason)
+		r.settleLocked(d, handBack, reason)
 	}
 }
 
@@ -451,6 +476,14 @@ func closeQuietly(sub subscription) {
 	if sub != nil {
 		_ = sub.close()
 	}
+}
+
+// touch marks the split as in use; the registry calls it under its lock so
+// the janitor cannot release a split between lookup and poll.
+func (r *splitReader) touch() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lastPolled = r.now()
 }
 
 // idleSince reports whether the split has not been polled since t.

@@ -1,0 +1,230 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+
+	"github.com/pubsubio/beam-pubsubio/integration/collect"
+	"github.com/pubsubio/beam-pubsubio/integration/emulator"
+	"github.com/pubsubio/beam-pubsubio/pubsubio"
+)
+
+func init() {
+	register.Function1x1(subscriptionAndID)
+	register.DoFn1x1[pubsubio.Message, error](&failFirstFn{})
+}
+
+// subscriptionAndID keys what a read emitted for the checks below.
+func subscriptionAndID(m pubsubio.Message) string { return m.Subscription.ID + "/" + m.ID }
+
+// failFirstFn fails the first bundle that reaches it in this process (its
+// Marker names the test), so the read's first bundle never commits.
+type failFirstFn struct {
+	Marker string
+}
+
+var failed = map[string]*atomic.Bool{}
+
+func (f *failFirstFn) ProcessElement(m pubsubio.Message) error {
+	if failed[f.Marker].CompareAndSwap(false, true) {
+		return fmt.Errorf("failing the first bundle on purpose (message %s)", m.ID)
+	}
+	return nil
+}
+
+// readInto builds a pipeline reading cfg into a fresh bucket.
+func readInto(t *testing.T, cfg pubsubio.ReadConfig, downstream func(beam.Scope, beam.PCollection)) (*beam.Pipeline, string) {
+	t.Helper()
+	p, s := beam.NewPipelineWithRoot()
+	msgs := pubsubio.Read(s, cfg)
+	if downstream != nil {
+		downstream(s, msgs)
+	}
+	bucket := collect.Bucket(t)
+	collect.Into(s, bucket, beam.ParDo(s, subscriptionAndID, msgs))
+	return p, bucket
+}
+
+// tally counts what a bucket holds per key.
+func tally(t *testing.T, bucket string) map[string]int {
+	t.Helper()
+	keys, err := collect.ItemsOf[string](bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for _, k := range keys {
+		n[k]++
+	}
+	return n
+}
+
+// (a) Two subscriptions, three splits each, several thousand messages: every
+// message is emitted from each subscription, and each count is right.
+func TestReadEveryMessageFromEverySubscription(t *testing.T) {
+	e := emulator.Require(t)
+	const n = 3000
+	topic := e.CreateTopic(t, "read-all")
+	subA := e.CreateSubscription(t, topic, "read-all-a", 30*time.Second)
+	subB := e.CreateSubscription(t, topic, "read-all-b", 30*time.Second)
+	ids := e.Publish(t, topic, n, 256, nil)
+
+	subs := parseSubs(t, subA, subB)
+	p, bucket := readInto(t, pubsubio.ReadConfig{
+		Subscriptions: subs,
+		Splits:        6,
+		MaxMessages:   n,
+		IdleTimeout:   20 * time.Second,
+		Connection:    pubsubio.Connection{EmulatorEndpoint: e.Endpoint},
+	}, nil)
+	if err := beamx.Run(context.Background(), p); err != nil {
+		t.Fatalf("pipeline failed: %v", err)
+	}
+	got := tally(t, bucket)
+	for _, sub := range subs {
+		var missing []string
+		dups := 0
+		for _, id := range ids {
+			switch c := got[sub.ID+"/"+id]; {
+			case c == 0:
+				missing = append(missing, id)
+			case c > 1:
+				dups += c - 1
+			}
+		}
+		if len(missing) > 0 {
+			t.Errorf("%s: %d of %d messages never emitted, e.g. %v", sub.ID, len(missing), n, missing[:min(5, len(missing))])
+		}
+		t.Logf("%s: %d messages, %d duplicates", sub.ID, n-len(missing), dups)
+	}
+}
+
+// (b) A downstream failure in the read's first bundle: nothing it emitted
+// is acked, Pub/Sub gets it back, and a second run reads and acks every
+// message exactly once.
+func TestReadAcksOnlyCommittedBundles(t *testing.T) {
+	e, srv := emulator.Fake(t)
+	const n = 150
+	topic := e.CreateTopic(t, "commit")
+	sub := e.CreateSubscription(t, topic, "commit", 10*time.Second)
+	ids := e.Publish(t, topic, n, 64, nil)
+	subs := parseSubs(t, sub)
+	cfg := pubsubio.ReadConfig{
+		Subscriptions: subs,
+		MaxMessages:   n,
+		IdleTimeout:   5 * time.Second,
+		LeaseIdle:     time.Second, // the failed job's split gives its messages back
+		Connection:    pubsubio.Connection{EmulatorEndpoint: e.Endpoint},
+	}
+
+	marker := t.Name()
+	failed[marker] = &atomic.Bool{}
+	p, _ := readInto(t, cfg, func(s beam.Scope, msgs beam.PCollection) {
+		beam.ParDo0(s, &failFirstFn{Marker: marker}, msgs)
+	})
+	err := beamx.Run(context.Background(), p)
+	if err == nil {
+		t.Fatal("the pipeline with a failing bundle succeeded; want it to fail")
+	}
+	for _, id := range ids {
+		if m := srv.Message(id); m.Acks != 0 {
+			t.Errorf("message %s acked %d times by a job whose only bundle failed", id, m.Acks)
+		}
+	}
+
+	p, bucket := readInto(t, cfg, nil)
+	if err := beamx.Run(context.Background(), p); err != nil {
+		t.Fatalf("second run failed: %v", err)
+	}
+	got := tally(t, bucket)
+	var wrong []string
+	for _, id := range ids {
+		if m := srv.Message(id); m.Acks != 1 || got[subs[0].ID+"/"+id] == 0 {
+			wrong = append(wrong, fmt.Sprintf("%s(acks=%d emitted=%d deliveries=%d)", id, m.Acks, got[subs[0].ID+"/"+id], m.Deliveries))
+		}
+	}
+	if len(wrong) > 0 {
+		sort.Strings(wrong)
+		t.Errorf("%d of %d messages not emitted and acked exactly once by the second run: %v", len(wrong), n, wrong[:min(10, len(wrong))])
+	}
+}
+
+// (c) An unbounded read cancelled through its context: what its committed
+// bundles emitted is acked, and everything else comes back to the next run.
+func TestReadCancelledGivesBackUncommitted(t *testing.T) {
+	e, srv := emulator.Fake(t)
+	const n = 200
+	topic := e.CreateTopic(t, "cancel")
+	sub := e.CreateSubscription(t, topic, "cancel", 10*time.Second)
+	ids := e.Publish(t, topic, n, 64, nil)
+	subs := parseSubs(t, sub)
+	conn := pubsubio.Connection{EmulatorEndpoint: e.Endpoint}
+
+	p, first := readInto(t, pubsubio.ReadConfig{Subscriptions: subs, LeaseIdle: time.Second, Connection: conn}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- beamx.Run(ctx, p) }()
+	if err := collect.Await(first, 2*time.Minute, collect.AtLeast(n/2)); err != nil {
+		cancel()
+		t.Fatalf("unbounded read: %v", err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		t.Logf("cancelled run returned: %v", err)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the cancelled pipeline did not return within 2 minutes")
+	}
+
+	acked := 0
+	for _, id := range ids {
+		if srv.Message(id).Acks > 0 {
+			acked++
+		}
+	}
+	if acked == 0 {
+		t.Errorf("no message acked although the cancelled run emitted %d", collect.Len(first))
+	}
+
+	p, second := readInto(t, pubsubio.ReadConfig{Subscriptions: subs, IdleTimeout: 5 * time.Second, Connection: conn}, nil)
+	if err := beamx.Run(context.Background(), p); err != nil {
+		t.Fatalf("second run failed: %v", err)
+	}
+	one, two := tally(t, first), tally(t, second)
+	var lost []string
+	for _, id := range ids {
+		key := subs[0].ID + "/" + id
+		m := srv.Message(id)
+		if two[key] == 0 && (one[key] == 0 || m.Acks == 0) {
+			lost = append(lost, id)
+		}
+		if m.Acks == 0 {
+			t.Errorf("message %s never acked (first run emitted it %d times, second %d)", id, one[key], two[key])
+		}
+	}
+	if len(lost) > 0 {
+		t.Errorf("%d messages neither committed by the first run nor read by the second: %v", len(lost), lost[:min(10, len(lost))])
+	}
+	t.Logf("first run emitted %d, acked before cancel %d; second run emitted %d", collect.Len(first), acked, collect.Len(second))
+}
+
+func parseSubs(t *testing.T, names ...string) []pubsubio.Subscription {
+	t.Helper()
+	var subs []pubsubio.Subscription
+	for _, name := range names {
+		s, err := pubsubio.ParseSubscription(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs = append(subs, s)
+	}
+	return subs
+}

@@ -1,0 +1,80 @@
+package source
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+)
+
+// ackIDOf reads a field the client keeps unexported; this pins the field
+// path against a real (pstest) server, so a client upgrade that moves it
+// fails here.
+func TestAckIDOfAgainstPstest(t *testing.T) {
+	f := newFakeServer(t)
+	topic, subs := f.topicWithSubs(t, "ackid", 1)
+	ids := f.publish(t, topic, 1, nil)
+	subName := subs[0].String()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	recvCtx, stop := context.WithCancel(ctx)
+	defer stop()
+
+	type result struct {
+		msgID, ackID string
+		ackErr       error
+	}
+	results := make(chan result, 1)
+	var once sync.Once
+	sub := f.client.Subscriber(subName)
+	sub.ReceiveSettings.ShutdownOptions = &pubsub.ShutdownOptions{Timeout: 5 * time.Second, Behavior: pubsub.ShutdownBehaviorNackImmediately}
+	err := sub.Receive(recvCtx, func(_ context.Context, m *pubsub.Message) {
+		once.Do(func() {
+			// Ack by ID with the RPC while the client still holds the
+			// message, as a residual resumed in another process does.
+			r := result{msgID: m.ID, ackID: ackIDOf(m)}
+			if r.ackID != "" {
+				r.ackErr = f.client.SubscriptionAdminClient.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{
+					Subscription: subName,
+					AckIds:       []string{r.ackID},
+				})
+			}
+			results <- r
+			stop()
+		})
+	})
+	if err != nil {
+		t.Fatalf("Receive: %v", err)
+	}
+	var r result
+	select {
+	case r = <-results:
+	default:
+		t.Fatalf("Receive returned (context: %v) without delivering the message", ctx.Err())
+	}
+	if r.msgID != ids[0] {
+		t.Fatalf("received message %q, published %q", r.msgID, ids[0])
+	}
+	if r.ackID == "" {
+		t.Fatal("ackIDOf returned \"\" for a message received from the server: the client's field path changed")
+	}
+	if r.ackErr != nil {
+		t.Fatalf("Acknowledge(%q): %v", r.ackID, r.ackErr)
+	}
+	if m := f.srv.Message(ids[0]); m == nil || m.Acks != 1 {
+		t.Fatalf("pstest message after acking by ID: %+v, want exactly 1 ack", m)
+	}
+}
+
+func TestAckIDOfWithoutHandler(t *testing.T) {
+	if got := ackIDOf(&pubsub.Message{ID: "m", Data: []byte("x")}); got != "" {
+		t.Errorf("ackIDOf(hand-made message) = %q, want \"\"", got)
+	}
+	if got := ackIDOf(nil); got != "" {
+		t.Errorf("ackIDOf(nil) = %q, want \"\"", got)
+	}
+}

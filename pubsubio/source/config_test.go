@@ -1,0 +1,276 @@
+package source
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+)
+
+// validConfig is the smallest valid configuration.
+func validConfig() Config {
+	return Config{Subscriptions: testSubs(1)}
+}
+
+// testConfig is validConfig with defaults applied, after edit.
+func testConfig(t *testing.T, edit func(*Config)) Config {
+	t.Helper()
+	cfg := validConfig()
+	if edit != nil {
+		edit(&cfg)
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		t.Fatalf("test configuration is invalid: %v", err)
+	}
+	return cfg
+}
+
+func TestWithDefaultsFillsEveryDefault(t *testing.T) {
+	cfg, err := validConfig().withDefaults()
+	if err != nil {
+		t.Fatalf("withDefaults: %v", err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"Ordering", cfg.Ordering, OrderingNone},
+		{"Finalization", cfg.Finalization, FinalizationAuto},
+		{"Splits", cfg.Splits, 1},
+		{"MaxOutstandingMessages", cfg.MaxOutstandingMessages, DefaultMaxOutstandingMessages},
+		{"MaxOutstandingBytes", cfg.MaxOutstandingBytes, int(DefaultMaxOutstandingBytes)},
+		{"MaxExtension", cfg.MaxExtension, DefaultMaxExtension},
+		{"MaxDurationPerAckExtension", cfg.MaxDurationPerAckExtension, time.Duration(0)},
+		{"ParallelPullCount", cfg.ParallelPullCount, DefaultParallelPullCount},
+		{"ShutdownTimeout", cfg.ShutdownTimeout, DefaultShutdownTimeout},
+		{"MaxRecordsPerBundle", cfg.MaxRecordsPerBundle, DefaultMaxRecordsPerBundle},
+		{"BufferMaxMessages", cfg.BufferMaxMessages, DefaultBufferMaxMessages},
+		{"BufferMaxBytes", cfg.BufferMaxBytes, int64(DefaultBufferMaxBytes)},
+		{"LeaseIdle", cfg.LeaseIdle, DefaultLeaseIdle},
+		{"PollDelay", cfg.PollDelay, DefaultPollDelay},
+		{"WatermarkWindow", cfg.WatermarkWindow, DefaultWatermarkWindow},
+		{"WatermarkIdle", cfg.WatermarkIdle, DefaultWatermarkIdle},
+		{"WatermarkLateness", cfg.WatermarkLateness, DefaultWatermarkLateness},
+		{"MaxMessages", cfg.MaxMessages, int64(0)},
+		{"IdleTimeout", cfg.IdleTimeout, time.Duration(0)},
+		{"TimestampAttribute", cfg.TimestampAttribute, ""},
+		{"Connection", cfg.Connection, connection.Settings{}},
+		// The documented values of the defaults themselves.
+		{"DefaultShutdownTimeout", DefaultShutdownTimeout, 10 * time.Second},
+		{"DefaultMaxRecordsPerBundle", DefaultMaxRecordsPerBundle, 1000},
+		{"DefaultBufferMaxMessages", DefaultBufferMaxMessages, 10000},
+		{"DefaultBufferMaxBytes", int64(DefaultBufferMaxBytes), int64(64 << 20)},
+		{"DefaultLeaseIdle", DefaultLeaseIdle, 2 * time.Minute},
+		{"DefaultPollDelay", DefaultPollDelay, 100 * time.Millisecond},
+		{"DefaultWatermarkWindow", DefaultWatermarkWindow, time.Minute},
+		{"DefaultWatermarkIdle", DefaultWatermarkIdle, 10 * time.Second},
+		{"DefaultWatermarkLateness", DefaultWatermarkLateness, 10 * time.Second},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %v (%T), want %v (%T)", c.name, c.got, c.got, c.want, c.want)
+		}
+	}
+	if bounded := cfg.bounded(); bounded {
+		t.Error("the default read is bounded")
+	}
+}
+
+// The defaults documented as the client's must be the client's, so that a
+// client upgrade that changes them is noticed.
+func TestClientDerivedDefaultsMatchTheClient(t *testing.T) {
+	client := pubsub.DefaultReceiveSettings
+	cfg, err := validConfig().withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MaxOutstandingMessages != client.MaxOutstandingMessages {
+		t.Errorf("MaxOutstandingMessages default %d, client's %d", cfg.MaxOutstandingMessages, client.MaxOutstandingMessages)
+	}
+	if cfg.MaxOutstandingBytes != client.MaxOutstandingBytes {
+		t.Errorf("MaxOutstandingBytes default %d, client's %d", cfg.MaxOutstandingBytes, client.MaxOutstandingBytes)
+	}
+	if cfg.MaxExtension != client.MaxExtension {
+		t.Errorf("MaxExtension default %v, client's %v", cfg.MaxExtension, client.MaxExtension)
+	}
+	if cfg.ParallelPullCount != client.NumGoroutines {
+		t.Errorf("ParallelPullCount default %d, client's NumGoroutines %d", cfg.ParallelPullCount, client.NumGoroutines)
+	}
+	if cfg.MaxDurationPerAckExtension != client.MaxDurationPerAckExtension {
+		t.Errorf("MaxDurationPerAckExtension default %v, client's %v", cfg.MaxDurationPerAckExtension, client.MaxDurationPerAckExtension)
+	}
+
+	rs := cfg.receiveSettings()
+	if rs.MaxOutstandingMessages != client.MaxOutstandingMessages || rs.MaxOutstandingBytes != client.MaxOutstandingBytes ||
+		rs.MaxExtension != client.MaxExtension || rs.NumGoroutines != client.NumGoroutines ||
+		rs.MaxDurationPerAckExtension != client.MaxDurationPerAckExtension {
+		t.Errorf("receiveSettings() of the defaults %+v differ from the client's %+v", rs, client)
+	}
+	if rs.ShutdownOptions == nil || rs.ShutdownOptions.Behavior != pubsub.ShutdownBehaviorNackImmediately || rs.ShutdownOptions.Timeout != DefaultShutdownTimeout {
+		t.Errorf("receiveSettings().ShutdownOptions = %+v, want nack immediately within %v", rs.ShutdownOptions, DefaultShutdownTimeout)
+	}
+}
+
+func TestWithDefaultsKeepsSetValues(t *testing.T) {
+	in := Config{
+		Subscriptions:          testSubs(2),
+		Splits:                 5,
+		MaxOutstandingMessages: -1,
+		MaxOutstandingBytes:    -1,
+		ParallelPullCount:      3,
+		BufferMaxBytes:         123,
+		LeaseIdle:              time.Hour,
+		Finalization:           FinalizationOff,
+	}
+	cfg, err := in.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Splits != 5 || cfg.MaxOutstandingMessages != -1 || cfg.MaxOutstandingBytes != -1 || cfg.ParallelPullCount != 3 ||
+		cfg.BufferMaxBytes != 123 || cfg.LeaseIdle != time.Hour || cfg.Finalization != FinalizationOff {
+		t.Errorf("withDefaults overwrote set values: %+v", cfg)
+	}
+}
+
+func TestValidationErrorsNameTheOption(t *testing.T) {
+	sub := model.SubscriptionOf("pubsubio-test", "sub-0")
+	cases := []struct {
+		name  string
+		edit  func(*Config)
+		wants []string // every one must appear in the error
+	}{
+		{"empty subscriptions", func(c *Config) { c.Subscriptions = nil }, []string{"Subscriptions"}},
+		{"malformed subscription project", func(c *Config) { c.Subscriptions = []model.Subscription{model.SubscriptionOf("P", "sub-0")} },
+			[]string{"Subscriptions[0]", `"P"`}},
+		{"malformed subscription ID", func(c *Config) {
+			c.Subscriptions = []model.Subscription{sub, model.SubscriptionOf("pubsubio-test", "goog-x")}
+		}, []string{"Subscriptions[1]", `"goog-x"`}},
+		{"duplicate subscriptions", func(c *Config) { c.Subscriptions = []model.Subscription{sub, testSubs(2)[1], sub} },
+			[]string{"Subscriptions[2]", sub.String(), "twice"}},
+		{"PER_KEY with ParallelPullCount 2", func(c *Config) { c.Ordering = OrderingPerKey; c.ParallelPullCount = 2 },
+			[]string{"ParallelPullCount", "2", "PER_KEY"}},
+		{"PER_KEY with Splits 3", func(c *Config) { c.Ordering = OrderingPerKey; c.Splits = 3 }, []string{"Splits", "3", "PER_KEY"}},
+		{"unknown ordering", func(c *Config) { c.Ordering = "SOMETIMES" }, []string{"Ordering", "SOMETIMES"}},
+		{"unknown finalization", func(c *Config) { c.Finalization = "MAYBE" }, []string{"Finalization", "MAYBE"}},
+		{"negative Splits", func(c *Config) { c.Splits = -1 }, []string{"Splits", "-1"}},
+		{"negative ParallelPullCount", func(c *Config) { c.ParallelPullCount = -1 }, []string{"ParallelPullCount", "-1"}},
+		{"negative MaxRecordsPerBundle", func(c *Config) { c.MaxRecordsPerBundle = -1 }, []string{"MaxRecordsPerBundle", "-1"}},
+		{"negative BufferMaxMessages", func(c *Config) { c.BufferMaxMessages = -1 }, []string{"BufferMaxMessages", "-1"}},
+		{"negative BufferMaxBytes", func(c *Config) { c.BufferMaxBytes = -1 }, []string{"BufferMaxBytes", "-1"}},
+		{"MaxOutstandingMessages below -1", func(c *Config) { c.MaxOutstandingMessages = -2 }, []string{"MaxOutstandingMessages", "-2"}},
+		{"MaxOutstandingBytes below -1", func(c *Config) { c.MaxOutstandingBytes = -2 }, []string{"MaxOutstandingBytes", "-2"}},
+		{"negative MaxMessages", func(c *Config) { c.MaxMessages = -1 }, []string{"MaxMessages", "-1"}},
+		{"negative MaxExtension", func(c *Config) { c.MaxExtension = -time.Second }, []string{"MaxExtension", "-1s"}},
+		{"negative MaxDurationPerAckExtension", func(c *Config) { c.MaxDurationPerAckExtension = -time.Second }, []string{"MaxDurationPerAckExtension", "-1s"}},
+		{"negative ShutdownTimeout", func(c *Config) { c.ShutdownTimeout = -time.Second }, []string{"ShutdownTimeout", "-1s"}},
+		{"negative LeaseIdle", func(c *Config) { c.LeaseIdle = -time.Second }, []string{"LeaseIdle", "-1s"}},
+		{"negative PollDelay", func(c *Config) { c.PollDelay = -time.Second }, []string{"PollDelay", "-1s"}},
+		{"negative IdleTimeout", func(c *Config) { c.IdleTimeout = -time.Second }, []string{"IdleTimeout", "-1s"}},
+		{"negative WatermarkWindow", func(c *Config) { c.WatermarkWindow = -time.Second }, []string{"WatermarkWindow", "-1s"}},
+		{"negative WatermarkIdle", func(c *Config) { c.WatermarkIdle = -time.Second }, []string{"WatermarkIdle", "-1s"}},
+		{"negative WatermarkLateness", func(c *Config) { c.WatermarkLateness = -time.Second }, []string{"WatermarkLateness", "-1s"}},
+		{"MaxDurationPerAckExtension 5s", func(c *Config) { c.MaxDurationPerAckExtension = 5 * time.Second }, []string{"MaxDurationPerAckExtension", "5s"}},
+		{"MaxDurationPerAckExtension 11m", func(c *Config) { c.MaxDurationPerAckExtension = 11 * time.Minute }, []string{"MaxDurationPerAckExtension", "11m0s"}},
+		{"emulator endpoint with credentials file", func(c *Config) {
+			c.Connection = connection.Settings{EmulatorEndpoint: "localhost:8085", CredentialsFile: "/keys/sa.json"}
+		}, []string{"EmulatorEndpoint", "CredentialsFile"}},
+		{"malformed endpoint", func(c *Config) { c.Connection = connection.Settings{EmulatorEndpoint: "http://localhost:8085"} },
+			[]string{"EmulatorEndpoint", "http://localhost:8085"}},
+		{"endpoint without port", func(c *Config) { c.Connection = connection.Settings{EmulatorEndpoint: "localhost"} },
+			[]string{"EmulatorEndpoint", `"localhost"`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := validConfig()
+			c.edit(&cfg)
+			_, err := cfg.withDefaults()
+			if err == nil {
+				t.Fatalf("withDefaults accepted %+v", cfg)
+			}
+			for _, want := range c.wants {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not name %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestValidationAcceptsBoundaryValues(t *testing.T) {
+	cases := map[string]func(*Config){
+		"PER_KEY with Splits 1":            func(c *Config) { c.Ordering = OrderingPerKey; c.Splits = 1 },
+		"PER_KEY with ParallelPullCount 1": func(c *Config) { c.Ordering = OrderingPerKey; c.ParallelPullCount = 1 },
+		"no flow-control limit":            func(c *Config) { c.MaxOutstandingMessages = -1; c.MaxOutstandingBytes = -1 },
+		"MaxDurationPerAckExtension 10s":   func(c *Config) { c.MaxDurationPerAckExtension = 10 * time.Second },
+		"MaxDurationPerAckExtension 600s":  func(c *Config) { c.MaxDurationPerAckExtension = 600 * time.Second },
+		"bounded by count and idleness":    func(c *Config) { c.MaxMessages = 5; c.IdleTimeout = time.Second },
+		"finalization on":                  func(c *Config) { c.Finalization = FinalizationOn },
+		"emulator endpoint":                func(c *Config) { c.Connection.EmulatorEndpoint = "localhost:8085" },
+	}
+	for name, edit := range cases {
+		cfg := validConfig()
+		edit(&cfg)
+		if _, err := cfg.withDefaults(); err != nil {
+			t.Errorf("%s: rejected: %v", name, err)
+		}
+	}
+}
+
+func TestTryReadReturnsConfigErrorAndReadPanics(t *testing.T) {
+	_, s := beam.NewPipelineWithRoot()
+	_, err := TryRead(s, Config{})
+	if err == nil || !strings.Contains(err.Error(), "Subscriptions") {
+		t.Fatalf("TryRead(empty config) = %v, want an error naming Subscriptions", err)
+	}
+
+	var recovered any
+	func() {
+		defer func() { recovered = recover() }()
+		_, s := beam.NewPipelineWithRoot()
+		Read(s, Config{})
+	}()
+	if recovered == nil {
+		t.Fatal("Read(empty config) did not panic")
+	}
+	if got := fmt.Sprint(recovered); !strings.Contains(got, "Subscriptions") {
+		t.Errorf("Read panicked with %q, want the configuration error naming Subscriptions", got)
+	}
+}
+
+func TestTryReadRejectsDirectRunner(t *testing.T) {
+	f := flag.Lookup("runner")
+	if f == nil {
+		t.Fatal(`no "runner" flag is defined in the test binary`)
+	}
+	prev := f.Value.String()
+	t.Cleanup(func() {
+		if err := flag.Set("runner", prev); err != nil {
+			t.Errorf("restoring the runner flag: %v", err)
+		}
+	})
+
+	if err := flag.Set("runner", "direct"); err != nil {
+		t.Fatal(err)
+	}
+	_, s := beam.NewPipelineWithRoot()
+	_, err := TryRead(s, validConfig())
+	if err == nil || !strings.Contains(err.Error(), "direct runner") {
+		t.Fatalf("TryRead with --runner=direct = %v, want an error about the direct runner", err)
+	}
+
+	if err := flag.Set("runner", "prism"); err != nil {
+		t.Fatal(err)
+	}
+	_, s = beam.NewPipelineWithRoot()
+	if _, err := TryRead(s, validConfig()); err != nil {
+		t.Fatalf("TryRead with --runner=prism: %v", err)
+	}
+}

@@ -1,0 +1,216 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// registryHarness is a registry with a hand-moved clock whose dial hands
+// out one fakeSub per split index.
+type registryHarness struct {
+	t     *testing.T
+	g     *registry
+	clock *fakeClock
+
+	mu    sync.Mutex
+	subs  map[int]*fakeSub
+	dials map[int]int
+}
+
+func newRegistryHarness(t *testing.T) *registryHarness {
+	h := &registryHarness{t: t, clock: newFakeClock(), subs: map[int]*fakeSub{}, dials: map[int]int{}}
+	h.g = newRegistry(h.clock.now, func(_ context.Context, s Split, _ Config) (subscription, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.dials[s.Index]++
+		sub := newFakeSub()
+		h.subs[s.Index] = sub
+		return sub, nil
+	})
+	return h
+}
+
+// sub returns the latest subscription dialed for split index.
+func (h *registryHarness) sub(index int) *fakeSub {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.subs[index]
+	if s == nil {
+		h.t.Fatalf("split %d never dialed", index)
+	}
+	return s
+}
+
+// registryConfig keeps LeaseIdle long, so the registry's own janitor (which
+// ticks at a quarter of it, in real time) never fires during a test: only
+// the test's releaseIdle calls, with the hand-moved clock, release.
+func registryConfig(t *testing.T, edit func(*Config)) Config {
+	return testConfig(t, func(c *Config) {
+		c.Subscriptions = testSubs(2)
+		c.LeaseIdle = time.Hour
+		if edit != nil {
+			edit(c)
+		}
+	})
+}
+
+func TestRegistryReleasesIdleSplits(t *testing.T) {
+	h := newRegistryHarness(t)
+	cfg := registryConfig(t, nil)
+	plan := planSplits(cfg.Subscriptions, cfg.Ordering, 2)
+	keyA, keyB := splitKey{read: "read-1", index: 0}, splitKey{read: "read-1", index: 1}
+	rA, rsA := h.g.reader(keyA, plan[0], cfg)
+	rB, rsB := h.g.reader(keyB, plan[1], cfg)
+	t.Cleanup(func() { releaseAll([]*splitReader{rA, rB}, nackedRelease) })
+	if rsA != rsB {
+		t.Fatal("two splits of one read got different read states")
+	}
+	runA, runB := pollRun(t, rA), pollRun(t, rB)
+	ctxA, ctxB := h.sub(0).nextReceive(t), h.sub(1).nextReceive(t)
+	heldA := deliverN(rA, runA, "a", 3)
+	heldB := deliverN(rB, runB, "b", 2)
+	rA.drain(1, 0) // a0 pending, a1 and a2 buffered
+	rB.drain(1, 0)
+
+	h.clock.advance(40 * time.Minute)
+	pollRun(t, rB) // B is still polled, A is not
+	h.clock.advance(30 * time.Minute)
+	h.g.releaseIdle() // A idle for 70 min, B for 30 min; LeaseIdle 60 min
+
+	for i, fh := range heldA {
+		fh.check(t, fmt.Sprintf("a%d held by the idle split", i), 0, 1)
+	}
+	if got := rsA.stats.get(nackedRelease); got != 3 {
+		t.Errorf("messages_nacked_release = %d, want 3", got)
+	}
+	awaitDone(t, "idle split A", ctxA)
+	if got := h.sub(0).closeCount(); got != 1 {
+		t.Errorf("split A's subscription closed %d times, want 1", got)
+	}
+	for i, fh := range heldB {
+		fh.check(t, fmt.Sprintf("b%d held by the polled split", i), 0, 0)
+	}
+	if isDone(ctxB) {
+		t.Error("the polled split B was stopped")
+	}
+
+	// The released split starts afresh when its next bundle comes.
+	if r, _ := h.g.reader(keyA, plan[0], cfg); r == rA {
+		t.Error("the registry still hands out the released reader of split A")
+	}
+	if r, _ := h.g.reader(keyB, plan[1], cfg); r != rB {
+		t.Error("the registry replaced split B's reader")
+	}
+
+	// Once B is idle too, it goes (the lookup above counted as use).
+	h.clock.advance(61 * time.Minute)
+	h.g.releaseIdle()
+	for i, fh := range heldB {
+		fh.check(t, fmt.Sprintf("b%d after B went idle", i), 0, 1)
+	}
+	awaitDone(t, "idle split B", ctxB)
+}
+
+func TestRegistryDoesNotReleaseBeforeLeaseIdle(t *testing.T) {
+	h := newRegistryHarness(t)
+	cfg := registryConfig(t, nil)
+	key := splitKey{read: "read-1", index: 0}
+	r, _ := h.g.reader(key, planSplits(cfg.Subscriptions, cfg.Ordering, 1)[0], cfg)
+	t.Cleanup(func() { r.release(nackedRelease) })
+	run := pollRun(t, r)
+	ctx := h.sub(0).nextReceive(t)
+	held := deliverN(r, run, "m", 1)
+
+	h.clock.advance(cfg.LeaseIdle) // exactly LeaseIdle: not yet
+	h.g.releaseIdle()
+	held[0].check(t, "message of a split idle for exactly LeaseIdle", 0, 0)
+	if isDone(ctx) {
+		t.Error("released at exactly LeaseIdle")
+	}
+	if got, _ := h.g.reader(key, Split{}, cfg); got != r {
+		t.Error("the reader was replaced")
+	}
+}
+
+// The buffer budget is per read per process: two splits of one read share
+// it, a split of another read does not.
+func TestBudgetSharedBySplitsOfOneRead(t *testing.T) {
+	h := newRegistryHarness(t)
+	cfg := registryConfig(t, func(c *Config) { c.BufferMaxMessages = 2 })
+	plan := planSplits(cfg.Subscriptions, cfg.Ordering, 2)
+	rA, rsA := h.g.reader(splitKey{read: "read-1", index: 0}, plan[0], cfg)
+	rB, rsB := h.g.reader(splitKey{read: "read-1", index: 1}, plan[1], cfg)
+	rOther, rsOther := h.g.reader(splitKey{read: "read-2", index: 1}, plan[1], cfg)
+	t.Cleanup(func() { releaseAll([]*splitReader{rA, rB, rOther}, nackedRelease) })
+	if rsA != rsB || rA.budget != rB.budget {
+		t.Fatal("two splits of one read do not share a budget")
+	}
+	if rsOther == rsA || rOther.budget == rA.budget {
+		t.Fatal("two reads share a budget")
+	}
+
+	runA, runB := pollRun(t, rA), pollRun(t, rB)
+	ctxA, ctxB := h.sub(0).nextReceive(t), h.sub(1).nextReceive(t)
+	runOther := pollRun(t, rOther)
+	heldA := deliverN(rA, runA, "a", 2) // fills the read's budget
+
+	over := &fakeHandle{}
+	deliverTo(rB, runB, msg("b0", "x"), over, "ack-b0")
+	awaitRunEnded(t, "split B crossing the budget", runB)
+	over.check(t, "split B's delivery crossing the shared budget", 0, 1)
+	if got := rsA.stats.get(nackedBudget); got != 1 {
+		t.Errorf("messages_nacked_budget = %d, want 1", got)
+	}
+	awaitDone(t, "split B crossing the budget", ctxB)
+	if isDone(ctxA) {
+		t.Error("split A was stopped by split B's delivery")
+	}
+	for i, fh := range heldA {
+		fh.check(t, fmt.Sprintf("a%d", i), 0, 0)
+	}
+
+	// Another read has its own budget.
+	other := &fakeHandle{}
+	deliverTo(rOther, runOther, msg("o0", "x"), other, "ack-o0")
+	other.check(t, "another read's delivery", 0, 0)
+
+	// Draining A frees the shared budget; B's next poll restarts it and
+	// its deliveries fit again.
+	rA.drain(10, 0)
+	runB2 := pollRun(t, rB)
+	h.sub(1).nextReceive(t)
+	if got := rsA.stats.get(subscriberRestarts); got != 1 {
+		t.Errorf("subscriber_restarts = %d, want 1", got)
+	}
+	fits := &fakeHandle{}
+	deliverTo(rB, runB2, msg("b1", "x"), fits, "ack-b1")
+	fits.check(t, "split B's delivery after A drained", 0, 0)
+	if got := ackIDsOf(rB.drain(10, 0)); len(got) != 1 || got[0] != "ack-b1" {
+		t.Errorf("split B drained %v, want [ack-b1]", got)
+	}
+}
+
+func TestRegistryDetachReleasesWithLastUser(t *testing.T) {
+	h := newRegistryHarness(t)
+	cfg := registryConfig(t, nil)
+	h.g.attach("read-1", cfg)
+	h.g.attach("read-1", cfg)
+	r, _ := h.g.reader(splitKey{read: "read-1", index: 0}, planSplits(cfg.Subscriptions, cfg.Ordering, 1)[0], cfg)
+	t.Cleanup(func() { r.release(nackedRelease) })
+	run := pollRun(t, r)
+	ctx := h.sub(0).nextReceive(t)
+	held := deliverN(r, run, "m", 1)
+
+	h.g.detach("read-1")
+	held[0].check(t, "after the first of two instances detached", 0, 0)
+	if isDone(ctx) {
+		t.Error("released while an instance remains")
+	}
+	h.g.detach("read-1")
+	held[0].check(t, "after the last instance detached", 0, 1)
+	awaitDone(t, "last instance detached", ctx)
+	h.g.detach("read-1") // detaching an unknown read is harmless
+}
