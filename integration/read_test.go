@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -141,8 +142,17 @@ func TestReadAcksOnlyCommittedBundles(t *testing.T) {
 	}
 
 	p, bucket := readInto(t, cfg, nil)
-	if err := beamx.Run(context.Background(), p); err != nil {
+	res, err := beamx.RunWithMetrics(context.Background(), p)
+	if err != nil {
 		t.Fatalf("second run failed: %v", err)
+	}
+	for _, name := range []string{"messages_emitted", "messages_acked", "acks_via_resume"} {
+		if got := counter(res, name); got != n {
+			t.Errorf("metric pubsubio/%s = %d, want %d", name, got, n)
+		}
+	}
+	if got := gauge(res, "pending_acks"); got != 0 {
+		t.Errorf("metric pubsubio/pending_acks = %d after a finished bounded read, want 0", got)
 	}
 	got := tally(t, bucket)
 	var wrong []string
@@ -216,6 +226,17 @@ func TestReadCancelledGivesBackUncommitted(t *testing.T) {
 	t.Logf("first run emitted %d, acked before cancel %d; second run emitted %d", collect.Len(first), acked, collect.Len(second))
 }
 
+// gauge returns the last value of a pubsubio gauge, summed over steps.
+func gauge(res beam.PipelineResult, name string) int64 {
+	var total int64
+	for _, g := range res.Metrics().AllMetrics().Gauges() {
+		if g.Namespace() == "pubsubio" && g.Name() == name {
+			total += g.Result().Value
+		}
+	}
+	return total
+}
+
 func parseSubs(t *testing.T, names ...string) []pubsubio.Subscription {
 	t.Helper()
 	var subs []pubsubio.Subscription
@@ -227,4 +248,30 @@ func parseSubs(t *testing.T, names ...string) []pubsubio.Subscription {
 		subs = append(subs, s)
 	}
 	return subs
+}
+
+// A subscription that does not exist fails the job with an error naming it
+// and saying what to do, instead of spinning.
+func TestReadMissingSubscriptionFailsNamingIt(t *testing.T) {
+	e := emulator.Require(t)
+	missing := pubsubio.SubscriptionOf(e.Project, "no-such-subscription")
+	p, _ := readInto(t, pubsubio.ReadConfig{
+		Subscriptions: []pubsubio.Subscription{missing},
+		IdleTimeout:   time.Minute,
+		Connection:    pubsubio.Connection{EmulatorEndpoint: e.Endpoint},
+	}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := beamx.Run(ctx, p)
+	if err == nil {
+		t.Fatal("reading a missing subscription succeeded")
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the job spun until the test's deadline instead of failing: %v", err)
+	}
+	for _, want := range []string{missing.String(), "does not exist"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not contain %q:\n%v", want, err)
+		}
+	}
 }
