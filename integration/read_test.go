@@ -275,3 +275,39 @@ func TestReadMissingSubscriptionFailsNamingIt(t *testing.T) {
 		}
 	}
 }
+
+// Forcing bundle finalization on Beam Go 2.77, whose harness loses every
+// callback after a plan's first bundle: acks do not depend on it, so every
+// message is still acked exactly once, partly by callbacks that did run.
+func TestReadFinalizationForcedOnDefectiveSDK(t *testing.T) {
+	e, srv := emulator.Fake(t)
+	const n = 150
+	topic := e.CreateTopic(t, "finalize")
+	sub := e.CreateSubscription(t, topic, "finalize", 10*time.Second)
+	ids := e.Publish(t, topic, n, 64, nil)
+	p, bucket := readInto(t, pubsubio.ReadConfig{
+		Subscriptions:       parseSubs(t, sub),
+		MaxMessages:         n,
+		IdleTimeout:         5 * time.Second,
+		MaxRecordsPerBundle: 10, // many bundles, so the lost callbacks show
+		Finalization:        pubsubio.FinalizationOn,
+		Connection:          pubsubio.Connection{EmulatorEndpoint: e.Endpoint},
+	}, nil)
+	res, err := beamx.RunWithMetrics(context.Background(), p)
+	if err != nil {
+		t.Fatalf("pipeline failed: %v", err)
+	}
+	if got := collect.Len(bucket); got < n {
+		t.Errorf("emitted %d messages, want %d", got, n)
+	}
+	for _, id := range ids {
+		if m := srv.Message(id); m.Acks != 1 {
+			t.Errorf("message %s acked %d times, want 1", id, m.Acks)
+		}
+	}
+	fin, resume := counter(res, "acks_via_finalization"), counter(res, "acks_via_resume")
+	t.Logf("acks via finalization %d, via the next bundle %d", fin, resume)
+	if fin+resume != n {
+		t.Errorf("acks via finalization (%d) + via the next bundle (%d) = %d, want %d", fin, resume, fin+resume, n)
+	}
+}
