@@ -423,3 +423,25 @@ func TestSinkReadToWriteDeliversEveryMessageThroughBundleFlushes(t *testing.T) {
 	}
 	t.Logf("%d messages read and written in %v over %d bundles; records_sent %d", n, took.Round(time.Millisecond), bundles, counter(r, "records_sent"))
 }
+
+// MessagesFromStrings and MessagesFromBytes feed Write from plain
+// PCollections: each element becomes one message's payload.
+func TestSinkFromStringsAndBytes(t *testing.T) {
+	e, srv := emulator.Fake(t)
+	topic := mustParseTopic(t, e.CreateTopic(t, "sink-plain"))
+	p, s := beam.NewPipelineWithRoot()
+	cfg := pubsubio.WriteConfig{Topic: topic, Connection: pubsubio.Connection{EmulatorEndpoint: e.Endpoint}}
+	pubsubio.Write(s, cfg, pubsubio.MessagesFromStrings(s, beam.Create(s, "s1", "s2")))
+	pubsubio.Write(s, cfg, pubsubio.MessagesFromBytes(s, beam.Create(s, []byte("b1"), []byte("b2"))))
+	if err := beamx.Run(context.Background(), p); err != nil {
+		t.Fatalf("pipeline failed: %v", err)
+	}
+	var got []string
+	for _, m := range srv.Messages() {
+		got = append(got, string(m.Data))
+	}
+	sort.Strings(got)
+	if want := []string{"b1", "b2", "s1", "s2"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("published %v, want %v", got, want)
+	}
+}
