@@ -22,9 +22,11 @@
 //   - anything else (an outage) fails the bundle; the runner retries it.
 //
 // One file per concern: config.go (options, defaults, validation),
-// writefn.go (the DoFn), writer.go (the per-instance core), publishers.go
-// (the LRU), inflight.go (the caps), progress.go (bounded waits), repair.go,
-// routing.go (classification and failure policy), validate.go (Pub/Sub's
-// limits, checked before sending), release.go (bounded publisher shutdown),
-// metrics.go.
+// write.go and convert.go (graph construction), writefn.go (the DoFn),
+// writer.go (the per-instance core), backend.go (the client, behind the
+// interfaces tests fake), completions.go (verdicts handed to the DoFn's
+// goroutine), publishers.go (the LRU), inflight.go (the caps), progress.go
+// (bounded waits and the drain), repair.go, routing.go (classification and
+// failure policy), validate.go (Pub/Sub's limits, checked before sending),
+// release.go (bounded publisher shutdown), metrics.go.
 package sink
