@@ -189,9 +189,11 @@ func readWithSource(ctx context.Context, e *env, sub pubsubio.Subscription, spli
 	msgs := pubsubio.Read(s, pubsubio.ReadConfig{
 		Subscriptions: []pubsubio.Subscription{sub},
 		Splits:        splits,
-		MaxMessages:   int64(*messages),
-		IdleTimeout:   10 * time.Second,
-		Connection:    e.conn,
+		// Bounded by idleness, not by count: the time measured is to the
+		// last message's arrival downstream, and a count bound shared by
+		// several splits ends the last ones only once redeliveries settle.
+		IdleTimeout: 5 * time.Second,
+		Connection:  e.conn,
 	})
 	beam.ParDo0(s, &countFn{Run: run}, msgs)
 	start := time.Now()
