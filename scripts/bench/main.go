@@ -26,7 +26,13 @@ var (
 	messages = flag.Int("messages", 50000, "messages per run")
 	size     = flag.Int("size", 1024, "payload bytes per message")
 	splits   = flag.String("splits", "1,4", "split counts to measure (comma separated)")
-	target   = flag.Float64("target", 0.9, "lowest acceptable source/raw throughput ratio")
+	cases    = flag.String("cases", "read,write", "what to measure (comma separated: read, write)")
+
+	writeMessages     = flag.Int("write_messages", 100000, "messages per write run")
+	prototypeMessages = flag.Int("prototype_messages", 2000, "messages per run of Beam's prototype writer (it publishes one at a time)")
+
+	readTarget  = flag.Float64("read_target", 0.9, "lowest acceptable source/raw throughput ratio")
+	writeTarget = flag.Float64("write_target", 0.8, "lowest acceptable sink/raw throughput ratio")
 )
 
 func main() {
@@ -51,16 +57,29 @@ func main() {
 	defer env.close()
 
 	failed := false
-	for _, n := range parseInts(*splits) {
-		res, err := compareRead(ctx, env, n)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
-		}
-		fmt.Println(res)
-		if res.ratio() < *target {
-			fmt.Printf("  BELOW TARGET: ratio %.2f < %.2f\n", res.ratio(), *target)
+	report := func(c comparison, target float64) {
+		fmt.Println(c)
+		if c.ratio() < target {
+			fmt.Printf("  BELOW TARGET: ratio %.2f < %.2f\n", c.ratio(), target)
 			failed = true
+		}
+	}
+	for _, what := range strings.Split(*cases, ",") {
+		switch strings.TrimSpace(what) {
+		case "read":
+			for _, n := range parseInts(*splits) {
+				c, err := compareRead(ctx, env, n)
+				exitOn(err)
+				report(c, *readTarget)
+			}
+		case "write":
+			c, proto, err := compareWrite(ctx, env)
+			exitOn(err)
+			report(c, *writeTarget)
+			fmt.Printf("  Beam prototype writer (%d messages a run): median %.0f msg/s, runs %v; sink/prototype %.1fx\n",
+				*prototypeMessages, median(proto), rounded(proto), median(c.source)/median(proto))
+		default:
+			exitOn(fmt.Errorf("unknown case %q in --cases; use read and/or write", what))
 		}
 	}
 	if failed {
@@ -68,17 +87,25 @@ func main() {
 	}
 }
 
+func exitOn(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
 // comparison is one case: both contenders' throughputs, run by run.
 type comparison struct {
 	name        string
+	label       string    // the connector's side: "source" or "sink"
 	source, raw []float64 // messages per second
 }
 
 func (c comparison) ratio() float64 { return median(c.source) / median(c.raw) }
 
 func (c comparison) String() string {
-	return fmt.Sprintf("%-34s source median %8.0f msg/s  raw median %8.0f msg/s  ratio %.2f\n  source runs %v\n  raw runs    %v",
-		c.name, median(c.source), median(c.raw), c.ratio(), rounded(c.source), rounded(c.raw))
+	return fmt.Sprintf("%-34s %s median %8.0f msg/s  raw median %8.0f msg/s  ratio %.2f\n  %s runs %v\n  raw runs    %v",
+		c.name, c.label, median(c.source), median(c.raw), c.ratio(), c.label, rounded(c.source), rounded(c.raw))
 }
 
 func median(xs []float64) float64 {

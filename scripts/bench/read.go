@@ -75,7 +75,7 @@ func (e *env) backlog(ctx context.Context, n int) (pubsubio.Subscription, error)
 // with as many raw Receive + Ack loops, interleaved, alternating who goes
 // first.
 func compareRead(ctx context.Context, e *env, splits int) (comparison, error) {
-	c := comparison{name: fmt.Sprintf("read %d x %d B, %d split(s)", *messages, *size, splits)}
+	c := comparison{name: fmt.Sprintf("read %d x %d B, %d split(s)", *messages, *size, splits), label: "source"}
 	for run := range *runs {
 		order := []bool{true, false}
 		if run%2 == 1 {
