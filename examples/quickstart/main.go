@@ -1,9 +1,12 @@
 // Quickstart reads two Pub/Sub subscriptions with pubsubio on Prism, Beam
-// Go's local runner, and shows that every message was read and acked.
+// Go's local runner, writes what it read to one output topic per
+// subscription, and shows that every message was read, acked and published.
 //
 // With no flags it needs nothing installed: it starts an in-process Pub/Sub
 // server (pstest), creates a topic with two subscriptions, publishes sample
-// messages and reads them back with a bounded read.
+// messages and reads them back with a bounded read. The output topics do
+// not exist beforehand: the sink creates them (dynamic destinations).
+// Against real Pub/Sub (--project) it only reads.
 //
 //	go run ./examples/quickstart
 //	go run ./examples/quickstart --emulator=localhost:8085
@@ -45,6 +48,7 @@ var (
 func init() {
 	flag.Var(&subscriptions, "subscription", "subscription ID to read in --project (repeatable)")
 	register.Function2x0(bySubscription)
+	register.Function1x1(toOutputTopic)
 	register.Emitter1[string]()
 	register.Function1x1(describe)
 	register.Function2x1(less)
@@ -64,7 +68,8 @@ func main() {
 
 func run(ctx context.Context) error {
 	cfg := pubsubio.ReadConfig{IdleTimeout: *idle}
-	var check func(emitted int64) error
+	write := false
+	var check func(res beam.PipelineResult) error
 	switch {
 	case *project != "":
 		if *emulator != "" || len(subscriptions) == 0 {
@@ -90,13 +95,17 @@ func run(ctx context.Context) error {
 		}
 		cfg.Subscriptions = subs
 		cfg.MaxMessages = int64(*messages)
-		check = func(emitted int64) error {
+		write = true
+		check = func(res beam.PipelineResult) error {
 			want := int64(*messages * len(subs))
-			if emitted < want {
-				return fmt.Errorf("read %d messages, want %d", emitted, want)
+			if got := counter(res, "messages_emitted"); got < want {
+				return fmt.Errorf("read %d messages, want %d", got, want)
+			}
+			if got := counter(res, "records_sent"); got < want {
+				return fmt.Errorf("published %d messages, want %d", got, want)
 			}
 			if srv != nil {
-				return checkAcked(srv, len(subs))
+				return checkServer(srv, subs, *messages)
 			}
 			return nil
 		}
@@ -107,19 +116,38 @@ func run(ctx context.Context) error {
 	counts := stats.Count(s, beam.ParDo(s, bySubscription, msgs))
 	beam.ParDo0(s, printCount, counts)
 	beam.ParDo0(s, printSamples, top.Smallest(s, beam.ParDo(s, describe, msgs), 5, less))
+	if write {
+		// One output topic per input subscription; the sink creates each.
+		pubsubio.Write(s, pubsubio.WriteConfig{Connection: cfg.Connection}, beam.ParDo(s, toOutputTopic, msgs))
+	}
 
 	res, err := beamx.RunWithMetrics(ctx, p)
 	if err != nil {
 		return fmt.Errorf("pipeline failed: %w", err)
 	}
-	emitted, acked := counter(res, "messages_emitted"), counter(res, "messages_acked")
-	fmt.Printf("Read %d messages; acked %d after their bundles committed.\n", emitted, acked)
+	fmt.Printf("Read %d messages; acked %d after their bundles committed.\n",
+		counter(res, "messages_emitted"), counter(res, "messages_acked"))
+	if write {
+		fmt.Printf("Published %d messages to %d output topics the sink created.\n",
+			counter(res, "records_sent"), counter(res, "topics_created"))
+	}
 	if check != nil {
-		if err := check(emitted); err != nil {
-			return err
-		}
+		return check(res)
 	}
 	return nil
+}
+
+// toOutputTopic sends each message to the output topic of its subscription.
+func toOutputTopic(m pubsubio.Message) pubsubio.Message {
+	return pubsubio.Message{
+		Data:       m.Data,
+		Attributes: map[string]string{"source_message_id": m.ID},
+		Topic:      outputTopic(m.Subscription),
+	}
+}
+
+func outputTopic(sub pubsubio.Subscription) pubsubio.Topic {
+	return pubsubio.TopicOf(sub.Project, sub.ID+"-out")
 }
 
 // setUp creates a topic with two subscriptions and publishes n messages.
@@ -163,19 +191,34 @@ func setUp(ctx context.Context, conn connection.Settings, n int) ([]pubsubio.Sub
 	return subs, nil
 }
 
-// checkAcked confirms on the embedded server that every message was acked
-// once per subscription.
-func checkAcked(srv *pstest.Server, perMessage int) error {
+// checkServer reads back from the embedded server: every input message
+// acked on each subscription, and each output topic holding what its
+// subscription read.
+func checkServer(srv *pstest.Server, subs []pubsubio.Subscription, n int) error {
+	perTopic := map[string]int{}
 	var short []string
+	inputs := 0
 	for _, m := range srv.Messages() {
-		if m.Acks < perMessage {
+		if m.Attributes["source_message_id"] != "" {
+			perTopic[m.Topic]++
+			continue
+		}
+		inputs++
+		if m.Acks < len(subs) {
 			short = append(short, m.ID)
 		}
 	}
 	if len(short) > 0 {
 		return fmt.Errorf("%d messages were not acked on every subscription, e.g. %v", len(short), short[:min(5, len(short))])
 	}
-	fmt.Printf("The server confirms: all %d messages acked on both subscriptions.\n", len(srv.Messages()))
+	fmt.Printf("The server confirms: all %d input messages acked on both subscriptions, and\n", inputs)
+	for _, sub := range subs {
+		topic := outputTopic(sub).String()
+		fmt.Printf("  %s holds %d messages\n", topic, perTopic[topic])
+		if perTopic[topic] < n {
+			return fmt.Errorf("%s holds %d messages, want %d", topic, perTopic[topic], n)
+		}
+	}
 	return nil
 }
 
