@@ -4,8 +4,11 @@
 // Read returns the messages of one or more subscriptions and acks each one
 // only after the runner has committed the bundle that emitted it, so a crash
 // or a failed bundle loses nothing: Pub/Sub redelivers (at-least-once).
+// Write publishes messages, batched per destination topic, and lets a
+// bundle commit only after Pub/Sub confirmed every message it published.
 //
 // This package is the facade users import; the read path lives in
-// pubsubio/source, the shared values in pubsubio/model, and client
+// pubsubio/source, the write path in pubsubio/sink, the failed-message
+// contract in pubsubio/dlq, the shared values in pubsubio/model, and client
 // construction in pubsubio/connection.
 package pubsubio
