@@ -72,6 +72,14 @@ type Config struct {
 	// Subscriptions to read; at least one, no duplicates. Every one is read.
 	Subscriptions []model.Subscription
 
+	// Setup holds what the prepare step does for individual subscriptions
+	// before any split reads: create one that is missing (its create
+	// options carry the topic) and seek it to a start position. At most one
+	// entry per subscription, each for a subscription in Subscriptions. A
+	// subscription without an entry must exist and is read from where it is,
+	// so most reads leave Setup empty.
+	Setup []SubscriptionSetup
+
 	// Ordering is OrderingNone (default) or OrderingPerKey.
 	Ordering OrderingMode
 
@@ -198,6 +206,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	setDefault(&cfg.WatermarkWindow, DefaultWatermarkWindow)
 	setDefault(&cfg.WatermarkIdle, DefaultWatermarkIdle)
 	setDefault(&cfg.WatermarkLateness, DefaultWatermarkLateness)
+	cfg.setupWithDefaults()
 	return cfg, cfg.validate()
 }
 
@@ -285,6 +294,7 @@ func (cfg Config) validate() error {
 	if d := cfg.MaxDurationPerAckExtension; d != 0 && (d < 10*time.Second || d > 600*time.Second) {
 		bad("MaxDurationPerAckExtension %v must be between 10s and 600s, or 0 for the client's adaptive extension", d)
 	}
+	errs = append(errs, cfg.validateSetup()...)
 	if err := cfg.Connection.Validate(); err != nil {
 		errs = append(errs, err)
 	}

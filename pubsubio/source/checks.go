@@ -1,0 +1,91 @@
+package source
+
+import (
+	"fmt"
+
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+)
+
+// check is one reason the read cannot consume a subscription. The prepare
+// step runs every check against every described subscription before it
+// creates or seeks anything; construction runs them against the
+// subscription that create options would make, so that settings the
+// prepare step would reject once used are refused before the job starts.
+type check struct {
+	// setting names the subscription setting at fault.
+	setting string
+	// rejects reports whether sub cannot be read under cfg.
+	rejects func(cfg Config, sub *pubsubpb.Subscription) bool
+	// why explains the rejection and says what to do about an existing
+	// subscription.
+	why string
+	// createFix says what to change in SubscriptionCreateOptions.
+	createFix string
+}
+
+// checks is every rejection. A new policy that needs a subscription setting
+// adds a row here (for instance, a NACK decode policy requiring a
+// dead-letter policy), and both the prepare step and construction apply it.
+var checks = []check{
+	{
+		setting: "message ordering is disabled",
+		rejects: func(cfg Config, sub *pubsubpb.Subscription) bool {
+			return cfg.Ordering == OrderingPerKey && !sub.GetEnableMessageOrdering()
+		},
+		why: "Ordering " + string(OrderingPerKey) + " needs it: Pub/Sub keeps ordering-key order only on ordering-enabled subscriptions, " +
+			"so the job would deliver unordered messages without a word. Message ordering is fixed at creation: " +
+			"read a subscription created with message ordering enabled, or use Ordering " + string(OrderingNone),
+		createFix: "Ordering " + string(OrderingPerKey) + " needs it: set EnableMessageOrdering",
+	},
+	{
+		setting: "exactly-once delivery is enabled",
+		rejects: func(_ Config, sub *pubsubpb.Subscription) bool {
+			return sub.GetEnableExactlyOnceDelivery()
+		},
+		why: "its ack IDs expire with the ack deadline and are invalidated by redelivery, while this source holds them " +
+			"until the runner commits the bundle that emitted them, so acks would fail and messages be redelivered. " +
+			"Disable it (gcloud pubsub subscriptions update SUBSCRIPTION --no-enable-exactly-once-delivery) or read another subscription; " +
+			"the source is at-least-once either way",
+		createFix: "exactly-once delivery cannot be requested",
+	},
+}
+
+// rejection returns why sub, as described, cannot be read under cfg, or
+// nil; name is how the error names it.
+func rejection(cfg Config, name string, sub *pubsubpb.Subscription) []error {
+	var errs []error
+	for _, c := range checks {
+		if c.rejects(cfg, sub) {
+			errs = append(errs, fmt.Errorf("pubsubio: subscription %s cannot be read: %s; %s", name, c.setting, c.why))
+		}
+	}
+	return errs
+}
+
+// createRejection returns why the subscription that o would create cannot
+// be read under cfg; field is how the error names the options.
+func createRejection(cfg Config, field string, name model.Subscription, o SubscriptionCreateOptions) []error {
+	var errs []error
+	sub := o.subscriptionProto(name)
+	for _, c := range checks {
+		if c.rejects(cfg, sub) {
+			errs = append(errs, fmt.Errorf("%s would create a subscription the read rejects: %s; %s", field, c.setting, c.createFix))
+		}
+	}
+	return errs
+}
+
+// retentionWarning explains, or returns "", that a backwards start position
+// on sub recovers only never-acked messages: sub neither retains acked
+// messages nor has a topic that retains messages.
+func retentionWarning(name string, pos StartPosition, sub *pubsubpb.Subscription) string {
+	if !pos.backwards() || sub.GetRetainAckedMessages() || sub.GetTopicMessageRetentionDuration().AsDuration() > 0 {
+		return ""
+	}
+	return fmt.Sprintf("pubsubio: start position %s on %s recovers only messages that were never acked: "+
+		"the subscription does not retain acked messages and its topic does not retain messages. "+
+		"To replay acked messages, enable retain acked messages on the subscription or message retention on the topic before they are published",
+		pos.describe(), name)
+}
