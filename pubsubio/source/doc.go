@@ -9,4 +9,10 @@
 // has committed that bundle, so the next bundle of the split acks them first
 // thing. Bundle finalization is used only on SDK versions that deliver it
 // (finalization.go explains the Beam Go 2.77 defect).
+//
+// Before any split reads, the prepare step (prepare.go, preparefn.go) runs
+// once per job on a worker: it describes every subscription, rejects those
+// the read cannot consume (checks.go), creates missing ones that have create
+// options (createoptions.go) and seeks those with a start position
+// (startposition.go), and only then emits one element per split.
 package source

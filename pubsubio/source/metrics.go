@@ -103,3 +103,29 @@ func (s *stats) flush(ctx context.Context, b *budget) {
 	bufferedBytesGauge.Set(ctx, bytes)
 	pendingAcksGauge.Set(ctx, s.pendingAcks.Load())
 }
+
+// The prepare step's counters. It runs once per job in a DoFn, so it
+// counts straight into Beam metrics with its context.
+var (
+	subscriptionsCreatedCounter = beam.NewCounter(metricsNamespace, "subscriptions_created")
+	seeksPerformedCounter       = beam.NewCounter(metricsNamespace, "seeks_performed")
+	checksRejectedCounter       = beam.NewCounter(metricsNamespace, "checks_rejected")
+	checksWarnedCounter         = beam.NewCounter(metricsNamespace, "checks_warned")
+)
+
+// report adds what one prepare run did to the job's metrics.
+func (c prepareCounts) report(ctx context.Context) {
+	for _, m := range []struct {
+		counter beam.Counter
+		n       int
+	}{
+		{subscriptionsCreatedCounter, c.created},
+		{seeksPerformedCounter, c.seeks},
+		{checksRejectedCounter, c.rejected},
+		{checksWarnedCounter, c.warned},
+	} {
+		if m.n > 0 {
+			m.counter.Inc(ctx, int64(m.n))
+		}
+	}
+}

@@ -1,17 +1,14 @@
 package source
 
 import (
+	"context"
 	"flag"
 	"fmt"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 )
-
-func init() {
-	register.DoFn2x0[[]byte, func(Split)](&planFn{})
-	register.Emitter1[Split]()
-}
 
 // Read reads cfg.Subscriptions and returns a PCollection<model.Message>
 // whose event time is each message's publish time (or TimestampAttribute).
@@ -33,14 +30,21 @@ func TryRead(s beam.Scope, cfg Config) (beam.PCollection, error) {
 	if err := rejectDirectRunner(); err != nil {
 		return beam.PCollection{}, err
 	}
+	for _, w := range cfg.warnings(time.Now()) {
+		log.Warn(context.Background(), w)
+	}
 	s = s.Scope("pubsubio.Read")
 	plan := planSplits(cfg.Subscriptions, cfg.Ordering, cfg.Splits)
 
-	// One element per split, spread over workers by the reshuffle. The
-	// prepare step (describe, check, create, seek) belongs here: it runs
-	// once per job, before any split reads.
-	elems := beam.ParDo(s, &planFn{Splits: plan}, beam.Impulse(s))
-	elems = beam.Reshuffle(s, elems)
+	// The prepare step (describe, check, create, seek) runs once per job and
+	// emits one element per split only once it succeeded; the reshuffle
+	// spreads the splits over workers and commits them, so no split reads
+	// before the prepare step is done.
+	prepared, err := beam.TryParDo(s, &prepareFn{Cfg: cfg, Splits: plan}, beam.Impulse(s))
+	if err != nil {
+		return beam.PCollection{}, fmt.Errorf("pubsubio.Read: %w", err)
+	}
+	elems := beam.Reshuffle(s, prepared[0])
 
 	read := readFn{ReadID: newProcessID(), SplitCount: len(plan), Cfg: cfg}
 	var fn any = &read
@@ -52,17 +56,6 @@ func TryRead(s beam.Scope, cfg Config) (beam.PCollection, error) {
 		return beam.PCollection{}, fmt.Errorf("pubsubio.Read: %w", err)
 	}
 	return out[0], nil
-}
-
-// planFn emits the split plan computed at graph construction.
-type planFn struct {
-	Splits []Split
-}
-
-func (fn *planFn) ProcessElement(_ []byte, emit func(Split)) {
-	for _, s := range fn.Splits {
-		emit(s)
-	}
 }
 
 // rejectDirectRunner refuses Beam Go's deprecated direct runner: it runs

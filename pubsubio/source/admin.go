@@ -1,0 +1,106 @@
+package source
+
+import (
+	"context"
+	"fmt"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+)
+
+// admin is the few subscription-admin calls the prepare step makes. An
+// interface so that the check, create and seek logic is tested against a
+// fake that records every call. There is deliberately no update: creation
+// never changes an existing subscription.
+type admin interface {
+	getSubscription(ctx context.Context, name string) (*pubsubpb.Subscription, error)
+	createSubscription(ctx context.Context, sub *pubsubpb.Subscription) (*pubsubpb.Subscription, error)
+	seek(ctx context.Context, req *pubsubpb.SeekRequest) error
+	close() error
+}
+
+// clientAdmin is admin through the Pub/Sub client, built like every other
+// client of the read (connection.NewClient), so it reaches the same
+// service as the same identity as the splits.
+type clientAdmin struct {
+	client *pubsub.Client
+}
+
+// dialAdmin connects for cfg. Every call names its resource in full, so the
+// client's project only has to be a valid one.
+func dialAdmin(ctx context.Context, cfg Config) (admin, error) {
+	c, err := connection.NewClient(ctx, cfg.Subscriptions[0].Project, cfg.Connection)
+	if err != nil {
+		return nil, fmt.Errorf("pubsubio: connecting to prepare the subscriptions: %w", err)
+	}
+	return &clientAdmin{client: c}, nil
+}
+
+func (a *clientAdmin) getSubscription(ctx context.Context, name string) (*pubsubpb.Subscription, error) {
+	return a.client.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: name})
+}
+
+func (a *clientAdmin) createSubscription(ctx context.Context, sub *pubsubpb.Subscription) (*pubsubpb.Subscription, error) {
+	return a.client.SubscriptionAdminClient.CreateSubscription(ctx, sub)
+}
+
+func (a *clientAdmin) seek(ctx context.Context, req *pubsubpb.SeekRequest) error {
+	_, err := a.client.SubscriptionAdminClient.Seek(ctx, req)
+	return err
+}
+
+func (a *clientAdmin) close() error { return a.client.Close() }
+
+// The errors of each call say what to do; PERMISSION_DENIED names the
+// permission the worker's credentials lack, since the prepare step runs with
+// the workers' identity, which is easy to mistake for the launcher's.
+
+func describeGetError(sub model.Subscription, err error) error {
+	if status.Code(err) == codes.PermissionDenied {
+		return fmt.Errorf("pubsubio: permission denied describing %s: the workers' credentials need pubsub.subscriptions.get on it (roles/pubsub.viewer), "+
+			"which the read uses to check it before reading: %w", sub, err)
+	}
+	return fmt.Errorf("pubsubio: describing %s before reading it: %w", sub, err)
+}
+
+func describeCreateError(sub model.Subscription, o SubscriptionCreateOptions, err error) error {
+	switch status.Code(err) {
+	case codes.PermissionDenied:
+		return fmt.Errorf("pubsubio: permission denied creating %s: the workers' credentials need pubsub.subscriptions.create on project %s "+
+			"and pubsub.topics.attachSubscription on %s (roles/pubsub.editor has both), or create the subscription beforehand: %w",
+			sub, sub.Project, o.Topic, err)
+	case codes.NotFound:
+		return fmt.Errorf("pubsubio: creating %s: its topic %s (or its dead-letter topic) does not exist; the read never creates topics: create it first, or fix Setup's Create.Topic: %w",
+			sub, o.Topic, err)
+	}
+	return fmt.Errorf("pubsubio: creating %s on %s: %w", sub, o.Topic, err)
+}
+
+func describeSeekError(sub model.Subscription, pos StartPosition, req *pubsubpb.SeekRequest, err error) error {
+	snapshot := req.GetSnapshot()
+	switch status.Code(err) {
+	case codes.PermissionDenied:
+		need := "pubsub.subscriptions.consume on it (roles/pubsub.subscriber)"
+		if snapshot != "" {
+			need += " and pubsub.snapshots.seek on " + snapshot
+		}
+		return fmt.Errorf("pubsubio: permission denied seeking %s to start position %s: the workers' credentials need %s: %w", sub, pos.describe(), need, err)
+	case codes.NotFound:
+		if snapshot != "" {
+			return fmt.Errorf("pubsubio: seeking %s: snapshot %s does not exist (snapshots expire after 7 days at most): create it, or fix the start position: %w", sub, snapshot, err)
+		}
+	case codes.Unimplemented:
+		return fmt.Errorf("pubsubio: seeking %s to start position %s: the server does not implement this seek "+
+			"(the Pub/Sub emulator cannot seek an ordering-enabled subscription to a time); use the default position there: %w", sub, pos.describe(), err)
+	case codes.FailedPrecondition, codes.InvalidArgument:
+		if snapshot != "" {
+			return fmt.Errorf("pubsubio: seeking %s to snapshot %s: Pub/Sub refused it; a snapshot can only seek subscriptions of the topic it was taken from: %w", sub, snapshot, err)
+		}
+	}
+	return fmt.Errorf("pubsubio: seeking %s to start position %s: %w", sub, pos.describe(), err)
+}

@@ -1,0 +1,135 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+)
+
+// prepareCounts is what one prepare run did, reported as metrics by the
+// prepare DoFn whether or not the run succeeded.
+type prepareCounts struct {
+	created  int // subscriptions created
+	seeks    int // seeks performed
+	rejected int // subscriptions refused by a check, or missing without create options
+	warned   int // backwards start positions that can recover only unacked messages
+}
+
+// prepareTarget is one configured subscription as the prepare step sees it.
+type prepareTarget struct {
+	sub   model.Subscription
+	setup SubscriptionSetup
+	desc  *pubsubpb.Subscription // nil while missing
+}
+
+// prepare readies cfg's subscriptions for reading, in phases, so that no
+// action is taken on the strength of a check that has not run yet:
+//
+//  1. Describe every subscription and check each one. Any rejection, or a
+//     missing subscription without create options, fails here, before
+//     anything is created or sought: a rejection never leaves another
+//     subscription already rewound.
+//  2. Create the missing subscriptions that have create options.
+//     ALREADY_EXISTS (another job got there first) is success; that
+//     subscription's own settings apply, so it is described and checked.
+//  3. Warn about backwards start positions that can recover only unacked
+//     messages.
+//  4. Seek every subscription with a non-default start position. now is
+//     read at each seek, which is when PositionLatest resolves.
+func prepare(ctx context.Context, adm admin, cfg Config, now func() time.Time) (prepareCounts, error) {
+	var counts prepareCounts
+	targets, err := describeAll(ctx, adm, cfg, &counts)
+	if err != nil {
+		return counts, fmt.Errorf("pubsubio: the read's subscriptions cannot be read as configured; nothing was created or sought:\n%w", err)
+	}
+	for i := range targets {
+		if targets[i].desc == nil {
+			if err := create(ctx, adm, cfg, &targets[i], &counts); err != nil {
+				return counts, fmt.Errorf("%w\n(nothing was sought; subscriptions already created stay, and a new run finds them)", err)
+			}
+		}
+	}
+	for _, t := range targets {
+		if w := retentionWarning(t.sub.String(), t.setup.Start, t.desc); w != "" {
+			counts.warned++
+			log.Warn(ctx, w)
+		}
+	}
+	for _, t := range targets {
+		if !t.setup.Start.seeks() {
+			continue
+		}
+		req := t.setup.Start.seekRequest(t.sub, now())
+		if err := adm.seek(ctx, req); err != nil {
+			return counts, describeSeekError(t.sub, t.setup.Start, req, err)
+		}
+		counts.seeks++
+		log.Infof(ctx, "pubsubio: sought %s to start position %s (Pub/Sub applies a seek asynchronously: deliveries in flight can take up to a minute to reflect it)",
+			t.sub, t.setup.Start.describe())
+	}
+	return counts, nil
+}
+
+// describeAll describes and checks every subscription, and returns every
+// problem at once so that one run names them all.
+func describeAll(ctx context.Context, adm admin, cfg Config, counts *prepareCounts) ([]prepareTarget, error) {
+	targets := make([]prepareTarget, len(cfg.Subscriptions))
+	var errs []error
+	for i, sub := range cfg.Subscriptions {
+		t := prepareTarget{sub: sub, setup: cfg.setupFor(sub)}
+		desc, err := adm.getSubscription(ctx, sub.String())
+		switch {
+		case err == nil:
+			t.desc = desc
+			rejected := rejection(cfg, sub.String(), desc)
+			counts.rejected += len(rejected)
+			errs = append(errs, rejected...)
+		case status.Code(err) == codes.NotFound && !t.setup.Create.IsZero():
+			// Created in the next phase.
+		case status.Code(err) == codes.NotFound:
+			counts.rejected++
+			errs = append(errs, fmt.Errorf("pubsubio: subscription %s does not exist, and the read has no create options for it: "+
+				"create it, fix Subscriptions, or add a Setup entry for it whose Create (SubscriptionCreateOptions, with Create.Topic) authorises the read to create it: %w", sub, err))
+		default:
+			errs = append(errs, describeGetError(sub, err))
+		}
+		targets[i] = t
+	}
+	return targets, errors.Join(errs...)
+}
+
+// create creates t's subscription from its create options.
+func create(ctx context.Context, adm admin, cfg Config, t *prepareTarget, counts *prepareCounts) error {
+	o := t.setup.Create
+	created, err := adm.createSubscription(ctx, o.subscriptionProto(t.sub))
+	switch {
+	case err == nil:
+		counts.created++
+		t.desc = created
+		log.Infof(ctx, "pubsubio: created subscription %s on %s", t.sub, o.Topic)
+		return nil
+	case status.Code(err) != codes.AlreadyExists:
+		return describeCreateError(t.sub, o, err)
+	}
+	// Created by someone else since it was described. Creation is not an
+	// update: it keeps its own settings, which were never checked.
+	desc, err := adm.getSubscription(ctx, t.sub.String())
+	if err != nil {
+		return describeGetError(t.sub, err)
+	}
+	if rejected := rejection(cfg, t.sub.String(), desc); len(rejected) > 0 {
+		counts.rejected += len(rejected)
+		return fmt.Errorf("pubsubio: %s was created by someone else while this job was preparing it, with its own settings: %w", t.sub, errors.Join(rejected...))
+	}
+	t.desc = desc
+	log.Infof(ctx, "pubsubio: subscription %s already exists (created concurrently); it keeps its own settings", t.sub)
+	return nil
+}
