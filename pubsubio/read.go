@@ -1,6 +1,8 @@
 package pubsubio
 
 import (
+	"time"
+
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
@@ -27,6 +29,19 @@ type (
 	OrderingMode = source.OrderingMode
 	// FinalizationMode is FinalizationAuto, FinalizationOn or FinalizationOff.
 	FinalizationMode = source.FinalizationMode
+	// SubscriptionSetup is what the read's prepare step does for one
+	// subscription before reading it: create it when missing, seek it to a
+	// start position. Most reads need none.
+	SubscriptionSetup = source.SubscriptionSetup
+	// SubscriptionCreateOptions authorise creating a missing subscription,
+	// and say how (Topic required).
+	SubscriptionCreateOptions = source.SubscriptionCreateOptions
+	// StartPosition is where the read of a subscription starts; a seek, once
+	// per job, shared by every consumer of the subscription.
+	StartPosition = source.StartPosition
+	// PositionKind is PositionResume, PositionEarliestRetained,
+	// PositionLatest, PositionTimestamp or PositionSnapshot.
+	PositionKind = source.PositionKind
 )
 
 const (
@@ -35,7 +50,27 @@ const (
 	FinalizationAuto = source.FinalizationAuto
 	FinalizationOn   = source.FinalizationOn
 	FinalizationOff  = source.FinalizationOff
+
+	PositionResume           = source.PositionResume
+	PositionEarliestRetained = source.PositionEarliestRetained
+	PositionLatest           = source.PositionLatest
+	PositionTimestamp        = source.PositionTimestamp
+	PositionSnapshot         = source.PositionSnapshot
 )
+
+// StartEarliestRetained replays everything the subscription still retains.
+func StartEarliestRetained() StartPosition { return source.StartEarliestRetained() }
+
+// StartLatest drops the backlog, resolved when the job's seek runs.
+func StartLatest() StartPosition { return source.StartLatest() }
+
+// StartFromTimestamp replays from t: messages published before it count as
+// acked, those after as unacked.
+func StartFromTimestamp(t time.Time) StartPosition { return source.StartFromTimestamp(t) }
+
+// StartFromSnapshot seeks to a snapshot: an ID in the subscription's
+// project, or "projects/P/snapshots/S".
+func StartFromSnapshot(name string) StartPosition { return source.StartFromSnapshot(name) }
 
 // SubscriptionOf returns the subscription id in project.
 func SubscriptionOf(project, id string) Subscription { return model.SubscriptionOf(project, id) }
