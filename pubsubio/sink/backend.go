@@ -54,6 +54,12 @@ type clientBackend struct {
 	cfg    Config
 }
 
+// newBackend builds a writer's backend: the production client, or a fake in
+// tests.
+var newBackend = func(ctx context.Context, cfg Config) (backend, error) {
+	return newClientBackend(ctx, cfg)
+}
+
 func newClientBackend(ctx context.Context, cfg Config) (*clientBackend, error) {
 	c, err := connection.NewClient(ctx, cfg.clientProject(), cfg.Connection)
 	if err != nil {

@@ -38,7 +38,7 @@ type fakeBackend struct {
 	pubs      []*fakePub
 	closed    bool
 
-	events chan string // "flush <topic>", "stop <topic>", "sent <topic> <n>"
+	events chan string // "flush <topic>", "stop <topic>", "sent <topic> <n>", "close"
 }
 
 func newFakeBackend(threshold int) *fakeBackend {
@@ -90,6 +90,7 @@ func (b *fakeBackend) close() error {
 	b.mu.Lock()
 	b.closed = true
 	b.mu.Unlock()
+	b.event("close")
 	return nil
 }
 

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"errors"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
@@ -30,7 +31,7 @@ type writeFn struct {
 // Setup builds the instance's one client. Publishers are opened lazily,
 // per destination.
 func (fn *writeFn) Setup(ctx context.Context) error {
-	be, err := newClientBackend(ctx, fn.Cfg)
+	be, err := newBackend(ctx, fn.Cfg)
 	if err != nil {
 		return err
 	}
@@ -39,17 +40,31 @@ func (fn *writeFn) Setup(ctx context.Context) error {
 }
 
 // StartBundle declares the dead-letter emitter because Beam requires the
-// bundle methods of a DoFn with emitters to declare the same ones.
-func (fn *writeFn) StartBundle(_ context.Context, _ deadLetterFn) {
+// bundle methods of a DoFn with emitters to declare the same ones. After a
+// failed bundle the writer was released (see failed), so an instance used
+// again starts on a new client.
+func (fn *writeFn) StartBundle(ctx context.Context, _ deadLetterFn) error {
+	if fn.w == nil {
+		if err := fn.Setup(ctx); err != nil {
+			return err
+		}
+	}
 	fn.w.startBundle()
+	return nil
 }
 
 func (fn *writeFn) ProcessElement(ctx context.Context, m model.Message, emit deadLetterFn) error {
-	return fn.w.process(ctx, m, emit)
+	if fn.w == nil {
+		return errReleased
+	}
+	return fn.failed(ctx, fn.w.process(ctx, m, emit))
 }
 
 func (fn *writeFn) FinishBundle(ctx context.Context, emit deadLetterFn) error {
-	return fn.w.finishBundle(ctx, emit)
+	if fn.w == nil {
+		return errReleased
+	}
+	return fn.failed(ctx, fn.w.finishBundle(ctx, emit))
 }
 
 // Teardown releases every publisher (bounded by ShutdownTimeout) and the
@@ -58,5 +73,30 @@ func (fn *writeFn) Teardown(ctx context.Context) error {
 	if fn.w == nil {
 		return nil
 	}
-	return fn.w.close(ctx)
+	w := fn.w
+	fn.w = nil
+	return w.close(ctx)
+}
+
+var errReleased = errors.New("pubsubio.Write: the writer was released after its bundle failed and no StartBundle followed; this is a bug in the runner or in pubsubio")
+
+// failed releases the writer when a bundle fails, and returns err.
+//
+// Beam Go's harness never reuses the execution plan of a failed bundle and
+// never tears it down either: ProcessBundle returns a failed plan neither to
+// its cache nor through Plan.Down (harness.go; only the deprecated direct
+// runner calls Down), so Teardown never runs for this instance. Without
+// this, every failed bundle (an outage the runner retries for hours) would
+// leave a client connection, its publishers and whatever they hold behind.
+// The release is Teardown's (bounded by ShutdownTimeout, then the
+// connection is closed) and runs in the background, so the failure reaches
+// the runner at once; the writer is not touched again here.
+func (fn *writeFn) failed(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	w := fn.w
+	fn.w = nil
+	go w.shutdown(context.WithoutCancel(ctx), "after a failed bundle")
+	return err
 }

@@ -196,11 +196,17 @@ func (w *writer) finishBundle(ctx context.Context, emit func(dlq.FailedMessage))
 
 // close releases every publisher and the connection (Teardown).
 func (w *writer) close(ctx context.Context) error {
+	return w.shutdown(ctx, "teardown")
+}
+
+// shutdown releases every publisher and the connection; why names the
+// occasion in the log.
+func (w *writer) shutdown(ctx context.Context, why string) error {
 	var all []*dest
 	for _, d := range w.dests {
 		all = append(all, d)
 	}
-	w.release(ctx, all, "teardown")
+	w.release(ctx, all, why)
 	return w.be.close()
 }
 
