@@ -137,12 +137,7 @@ func (w *writer) createTopic(ctx context.Context, d *dest) error {
 // Writers that parked messages for the same missing topic all resume
 // against the same new topic; unjittered they would retry in lockstep.
 func (w *writer) backoff(ctx context.Context, n int) error {
-	wait := w.cfg.RecoveryMaxBackoff
-	if n < 32 {
-		wait = min(w.cfg.RecoveryInitialBackoff<<(n-1), w.cfg.RecoveryMaxBackoff)
-	}
-	wait = time.Duration(float64(wait) * (1 + w.cfg.RecoveryJitter*(2*w.rand()-1)))
-	t := time.NewTimer(wait)
+	t := time.NewTimer(w.backoffDelay(n))
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -150,6 +145,22 @@ func (w *writer) backoff(ctx context.Context, n int) error {
 	case <-ctx.Done():
 		return w.setErr(fmt.Errorf("pubsubio.Write: waiting to republish to a repaired topic: %w", ctx.Err()))
 	}
+}
+
+// backoffDelay is the wait before republish attempt n+1. It doubles by
+// steps rather than by shifting, which overflows (and turns the wait
+// negative: no backoff at all) from the 31st attempt with an initial
+// backoff of 9 s or more.
+func (w *writer) backoffDelay(n int) time.Duration {
+	wait, max := w.cfg.RecoveryInitialBackoff, w.cfg.RecoveryMaxBackoff
+	for i := 1; i < n && wait < max; i++ {
+		if wait > max/2 {
+			wait = max
+		} else {
+			wait *= 2
+		}
+	}
+	return time.Duration(float64(wait) * (1 + w.cfg.RecoveryJitter*(2*w.rand()-1)))
 }
 
 // exhausted says why a repair gave up.

@@ -723,3 +723,21 @@ func TestFailedBundleLeavesNothingBehind(t *testing.T) {
 		t.Errorf("delivered %v", got)
 	}
 }
+
+// The republish backoff doubles up to RecoveryMaxBackoff and stays there,
+// however many attempts RecoveryMaxAttempts allows.
+func TestRepairBackoffDoublesToTheMaximumAndStays(t *testing.T) {
+	h := newHarness(t, Config{RecoveryInitialBackoff: 10 * time.Second, RecoveryMaxBackoff: time.Hour, RecoveryMaxAttempts: 100}, nil)
+	h.w.rand = func() float64 { return 0.5 } // no jitter
+	want := 10 * time.Second
+	for n := 1; n < 100; n++ {
+		if got := h.w.backoffDelay(n); got != want {
+			t.Fatalf("wait before attempt %d: %v, want %v", n+1, got, want)
+		}
+		want = min(2*want, time.Hour)
+	}
+	h.w.rand = func() float64 { return 0 }
+	if got, want := h.w.backoffDelay(99), 45*time.Minute; got != want {
+		t.Errorf("with the jitter at -25%%: %v, want %v", got, want)
+	}
+}
