@@ -76,8 +76,23 @@ func (w *writer) complete(p *pending) {
 		w.park(d, p, err)
 	default:
 		w.countRoot(code, err)
-		w.setErr(fmt.Errorf("pubsubio.Write: publishing to %s failed with %s after the client's retries; the bundle fails and the runner retries it (at-least-once): %w",
-			d.topic, dlq.CodeName(code), err))
+		w.setErr(fmt.Errorf("pubsubio.Write: publishing to %s failed with %s after the client's retries; the bundle fails and the runner retries it (at-least-once). %s: %w",
+			d.topic, dlq.CodeName(code), w.outageHint(code, d.topic), err))
+	}
+}
+
+// outageHint says what to check after a publish failed for a reason that
+// is not the message's.
+func (w *writer) outageHint(code codes.Code, topic model.Topic) string {
+	switch code {
+	case codes.PermissionDenied, codes.Unauthenticated:
+		return fmt.Sprintf("Grant the job's account pubsub.topics.publish on %s (roles/pubsub.publisher), or check Connection.CredentialsFile", topic)
+	case codes.ResourceExhausted:
+		return "Check the project's Pub/Sub publish quota, or lower MaxInFlightMessages/MaxInFlightBytes to publish less at once"
+	case codes.DeadlineExceeded, codes.Unavailable, codes.Canceled, codes.Aborted, codes.Internal:
+		return fmt.Sprintf("The client retried for Publisher.Timeout %v; check that Pub/Sub is reachable from the workers, or raise Publisher.Timeout to ride out longer outages", w.cfg.Publisher.Timeout)
+	default:
+		return "Check the topic and the job's access to it"
 	}
 }
 

@@ -741,3 +741,27 @@ func TestRepairBackoffDoublesToTheMaximumAndStays(t *testing.T) {
 		t.Errorf("with the jitter at -25%%: %v, want %v", got, want)
 	}
 }
+
+// An outage's error says what to check, with the option to change when
+// one applies.
+func TestOutageErrorSaysWhatToDo(t *testing.T) {
+	for code, want := range map[codes.Code][]string{
+		codes.PermissionDenied:  {"roles/pubsub.publisher", validTopic.String()},
+		codes.DeadlineExceeded:  {"Publisher.Timeout 1m0s"},
+		codes.ResourceExhausted: {"quota", "MaxInFlightMessages", "MaxInFlightBytes"},
+		codes.Unavailable:       {"Publisher.Timeout 1m0s"},
+	} {
+		t.Run(dlq.CodeName(code), func(t *testing.T) {
+			be := newFakeBackend(100)
+			be.verdict = func(model.Topic, []*pubsub.Message) error { return status.Error(code, "outage") }
+			h := newHarness(t, Config{}, be)
+			h.mustProcess(msg("a"))
+			err := h.finish()
+			for _, w := range append(want, dlq.CodeName(code), "runner retries") {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Fatalf("error %v does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
