@@ -402,6 +402,10 @@ func (p PublisherOptions) validate() []error {
 	}
 	if p.CompressionBytesThreshold < 0 {
 		bad("Publisher.CompressionBytesThreshold %d must not be negative", p.CompressionBytesThreshold)
+	} else if !p.EnableCompression && p.CompressionBytesThreshold != DefaultCompressionBytesThreshold {
+		// The client reads the threshold only when compression is on
+		// (publisher.go, shouldCompress): without it the setting does nothing.
+		bad("Publisher.CompressionBytesThreshold %d does nothing unless Publisher.EnableCompression is set; set it, or drop the threshold", p.CompressionBytesThreshold)
 	}
 	if p.RetryInitialBackoff <= 0 || p.RetryMaxBackoff <= 0 {
 		bad("Publisher.RetryInitialBackoff %v and RetryMaxBackoff %v must be positive", p.RetryInitialBackoff, p.RetryMaxBackoff)

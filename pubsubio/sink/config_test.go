@@ -107,6 +107,7 @@ func TestValidationNamesOptionAndValue(t *testing.T) {
 		{"negative delay", Config{Publisher: PublisherOptions{DelayThreshold: -time.Millisecond}}, []string{"Publisher.DelayThreshold -1ms"}},
 		{"negative goroutines", Config{Publisher: PublisherOptions{NumGoroutines: -1}}, []string{"Publisher.NumGoroutines -1"}},
 		{"negative timeout", Config{Publisher: PublisherOptions{Timeout: -time.Second}}, []string{"Publisher.Timeout -1s"}},
+		{"compression threshold without compression", Config{Publisher: PublisherOptions{CompressionBytesThreshold: 4096}}, []string{"Publisher.CompressionBytesThreshold 4096", "Publisher.EnableCompression"}},
 		{"retry multiplier", Config{Publisher: PublisherOptions{RetryMultiplier: 0.5}}, []string{"Publisher.RetryMultiplier 0.5"}},
 		{"retry inverted", Config{Publisher: PublisherOptions{RetryInitialBackoff: time.Hour}}, []string{"Publisher.RetryInitialBackoff 1h0m0s", "RetryMaxBackoff 1m0s"}},
 		{"emulator and key", Config{Connection: connection.Settings{EmulatorEndpoint: "localhost:8085", CredentialsFile: "/k.json"}}, []string{"EmulatorEndpoint and CredentialsFile"}},
