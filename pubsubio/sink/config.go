@@ -136,11 +136,14 @@ type Config struct {
 
 	// PublishProgressTimeout bounds every wait for Pub/Sub to confirm
 	// publishes: at the in-flight caps, in FinishBundle, in eviction and in
-	// repairs (default 10 min, the client's retry budget an unhealthy topic
-	// spends anyway). It bounds a stall, not a slow topic: the budget
-	// restarts at every completion. A wait with no completion for a tenth
-	// of it logs a warning naming Pub/Sub and what is outstanding; at the
-	// full budget the bundle fails and the runner retries it.
+	// repairs (default 10 min). The client ends every batch's retries at
+	// Publisher.Timeout (60 s by default), so while it works some verdict
+	// arrives at least that often, and the budget runs out only when the
+	// client itself stops answering. It bounds a stall, not a slow topic:
+	// the budget restarts at every completion. A wait with no completion
+	// for a tenth of it logs a warning naming Pub/Sub and what is
+	// outstanding; at the full budget the bundle fails and the runner
+	// retries it.
 	PublishProgressTimeout time.Duration
 
 	// ShutdownTimeout bounds releasing publishers (default 30 s). A release
