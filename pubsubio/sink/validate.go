@@ -6,45 +6,26 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
-// Pub/Sub's per-message limits (https://cloud.google.com/pubsub/quotas,
-// resource limits). The sink checks them before sending, in the writer, so
-// that one bad message is routed on its own instead of failing, or being
-// isolated out of, the batch it would have joined.
-const (
-	maxAttributes           = 100
-	maxAttributeKeyBytes    = 256
-	maxAttributeValueBytes  = 1024
-	maxOrderingKeyBytes     = 1024
-	reservedAttributePrefix = "goog"
-)
+// Pub/Sub's per-message limits are stated once, in model (limits.go), for
+// the sink and the dead-letter writer. The sink checks them before sending,
+// in the writer, so that one bad message is routed on its own instead of
+// failing, or being isolated out of, the batch it would have joined.
+//
+// messageSize is m's serialized size as the client counts it; the in-flight
+// byte cap counts this.
+func messageSize(m model.Message) int { return model.SerializedSize(m) }
 
-// messageSize is m's serialized size, computed as the client computes it
-// for its own accounting (publisher.go, Publish): the PubsubMessage with
-// data, attributes and ordering key. The in-flight byte cap counts this.
-func messageSize(m model.Message) int {
-	return proto.Size(&pubsubpb.PubsubMessage{Data: m.Data, Attributes: m.Attributes, OrderingKey: m.OrderingKey})
-}
-
-// maxMessageSize is the largest message the client sends to topic: it
-// rejects a bigger one with ErrOversizedMessage, because one publish
-// request holds at most MaxPublishRequestBytes including the topic name and
-// the repeated field's framing (publisher.go, initBundler). With ordering,
-// that rejection would also pause the message's key.
-func maxMessageSize(topic model.Topic) int {
-	name := topic.String()
-	return pubsub.MaxPublishRequestBytes - (1 + protowire.SizeVarint(uint64(len(name))) + len(name)) - 5
-}
+// maxMessageSize is the largest message the client sends to topic. With
+// ordering, the client's rejection of a bigger one would also pause the
+// message's key, which is why the sink checks it first.
+func maxMessageSize(topic model.Topic) int { return model.MaxMessageSize(topic) }
 
 // checkLimits returns why Pub/Sub would reject m, as an INVALID_ARGUMENT
 // status naming every broken limit, or nil.
@@ -56,8 +37,8 @@ func checkLimits(topic model.Topic, m model.Message, size int) error {
 	if limit := maxMessageSize(topic); size > limit {
 		why = append(why, fmt.Sprintf("it is %d bytes serialized, over the %d a publish request to this topic can carry (Pub/Sub's 10 MB request limit)", size, limit))
 	}
-	if n := len(m.Attributes); n > maxAttributes {
-		why = append(why, fmt.Sprintf("it has %d attributes, over Pub/Sub's %d", n, maxAttributes))
+	if n := len(m.Attributes); n > model.MaxAttributes {
+		why = append(why, fmt.Sprintf("it has %d attributes, over Pub/Sub's %d", n, model.MaxAttributes))
 	}
 	keys := make([]string, 0, len(m.Attributes))
 	for k := range m.Attributes {
@@ -70,22 +51,22 @@ func checkLimits(topic model.Topic, m model.Message, size int) error {
 		switch {
 		case !utf8.ValidString(k):
 			why = append(why, fmt.Sprintf("attribute key %s is not valid UTF-8", q))
-		case len(k) > maxAttributeKeyBytes:
-			why = append(why, fmt.Sprintf("attribute key %s is %d bytes, over Pub/Sub's %d", q, len(k), maxAttributeKeyBytes))
-		case strings.HasPrefix(k, reservedAttributePrefix):
-			why = append(why, fmt.Sprintf("attribute key %s starts with %q, which Pub/Sub reserves", q, reservedAttributePrefix))
+		case len(k) > model.MaxAttributeKeyBytes:
+			why = append(why, fmt.Sprintf("attribute key %s is %d bytes, over Pub/Sub's %d", q, len(k), model.MaxAttributeKeyBytes))
+		case strings.HasPrefix(k, model.ReservedAttributePrefix):
+			why = append(why, fmt.Sprintf("attribute key %s starts with %q, which Pub/Sub reserves", q, model.ReservedAttributePrefix))
 		}
 		switch {
 		case !utf8.ValidString(v):
 			why = append(why, fmt.Sprintf("the value of attribute %s is not valid UTF-8", q))
-		case len(v) > maxAttributeValueBytes:
-			why = append(why, fmt.Sprintf("the value of attribute %s is %d bytes, over Pub/Sub's %d", q, len(v), maxAttributeValueBytes))
+		case len(v) > model.MaxAttributeValueBytes:
+			why = append(why, fmt.Sprintf("the value of attribute %s is %d bytes, over Pub/Sub's %d", q, len(v), model.MaxAttributeValueBytes))
 		}
 	}
 	if k := m.OrderingKey; !utf8.ValidString(k) {
 		why = append(why, "its ordering key is not valid UTF-8")
-	} else if len(k) > maxOrderingKeyBytes {
-		why = append(why, fmt.Sprintf("its ordering key is %d bytes, over Pub/Sub's %d", len(k), maxOrderingKeyBytes))
+	} else if len(k) > model.MaxOrderingKeyBytes {
+		why = append(why, fmt.Sprintf("its ordering key is %d bytes, over Pub/Sub's %d", len(k), model.MaxOrderingKeyBytes))
 	}
 	if len(why) == 0 {
 		return nil
