@@ -1,8 +1,10 @@
 package dlq
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"reflect"
 	"strings"
 	"time"
@@ -24,8 +26,10 @@ func init() {
 type Stage string
 
 const (
-	// StageDecode: the source received the message but could not turn it
-	// into a pipeline value (e.g. a malformed timestamp attribute).
+	// StageDecode: the message was received but could not be turned into a
+	// pipeline value: by the source (e.g. a malformed timestamp attribute)
+	// or by the record view (a payload that does not hold the chosen
+	// format).
 	StageDecode Stage = "decode"
 	// StageValidate: the sink found, before sending, that the message breaks
 	// one of Pub/Sub's limits (size, attributes, ordering key, empty
@@ -38,9 +42,10 @@ const (
 
 // MaxErrorBytes bounds FailedMessage.Error. A status message from a service
 // can be arbitrarily long (it may quote the request), and a dead letter is
-// itself published to Pub/Sub, where an attribute value holds at most 1024
-// bytes; the full error is in the worker's log.
-const MaxErrorBytes = 1024
+// itself published to Pub/Sub, where the error travels as an attribute
+// value, which holds at most 1024 bytes; the full error is in the worker's
+// log.
+const MaxErrorBytes = model.MaxAttributeValueBytes
 
 // FailedMessage is one message a failure policy routed to the dead-letter
 // output instead of failing the bundle. It is a plain struct so that Beam
@@ -69,6 +74,26 @@ type FailedMessage struct {
 	// for the sink (0 when it was rejected before sending), delivery
 	// attempts for the source (0 when Pub/Sub does not report them).
 	Attempts int
+}
+
+// Original returns the failed message as it was, ready to be processed or
+// published again: a source failure's message as the source emitted it
+// (with its Subscription), a sink failure's message as the pipeline gave it
+// to the sink, with Topic set to where it was going, so that writing it
+// back through the sink sends it there even when it had used the sink's
+// default topic. Data and Attributes are copies: changing them does not
+// change f.
+func (f FailedMessage) Original() model.Message {
+	m := f.Message
+	m.Data = bytes.Clone(m.Data)
+	m.Attributes = maps.Clone(m.Attributes)
+	if !f.Subscription.IsZero() {
+		m.Subscription = f.Subscription
+	}
+	if !f.Topic.IsZero() {
+		m.Topic = f.Topic
+	}
+	return m
 }
 
 // New returns the FailedMessage for msg failing at stage with err. Code is

@@ -43,6 +43,9 @@ func (s Subscription) String() string {
 	return "projects/" + s.Project + "/subscriptions/" + s.ID
 }
 
+// IsZero reports whether s is unset.
+func (s Subscription) IsZero() bool { return s == Subscription{} }
+
 // Validate reports whether s is a well-formed subscription name.
 func (s Subscription) Validate() error {
 	return validateName(s.Project, s.ID, "subscription")
