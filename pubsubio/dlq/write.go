@@ -1,0 +1,111 @@
+package dlq
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+)
+
+func init() {
+	register.DoFn2x1[context.Context, FailedMessage, error](&writeFn{})
+	register.Function1x1(original)
+}
+
+var failedType = reflect.TypeOf(FailedMessage{})
+
+// Write publishes failed, a PCollection<FailedMessage>, to cfg.Topic, one
+// envelope per dead letter (see Encode for what it carries). A bundle
+// commits only after Pub/Sub confirmed every dead letter of it, so dead
+// letters are at-least-once, like the messages they stand for: a retried
+// bundle can publish some twice, so consume the topic idempotently (e.g. by
+// AttrMessageID). It panics on an invalid configuration; TryWrite returns
+// the error.
+func Write(s beam.Scope, cfg Config, failed beam.PCollection) {
+	if err := TryWrite(s, cfg, failed); err != nil {
+		panic(err)
+	}
+}
+
+// TryWrite is Write returning the construction error instead of panicking.
+func TryWrite(s beam.Scope, cfg Config, failed beam.PCollection) error {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	if err := checkInput(failed, "dlq.Write"); err != nil {
+		return err
+	}
+	s = s.Scope("dlq.Write")
+	if _, err := beam.TryParDo(s, &writeFn{Cfg: cfg}, failed); err != nil {
+		return fmt.Errorf("dlq.Write: %w", err)
+	}
+	return nil
+}
+
+// Originals returns the original message of each dead letter in failed, a
+// PCollection<FailedMessage>, as a PCollection<model.Message> (see
+// FailedMessage.Original): what a replay pipeline writes back through the
+// sink, or processes again, once the cause is fixed.
+func Originals(s beam.Scope, failed beam.PCollection) beam.PCollection {
+	if err := checkInput(failed, "dlq.Originals"); err != nil {
+		panic(err)
+	}
+	return beam.ParDo(s.Scope("dlq.Originals"), original, failed)
+}
+
+func original(f FailedMessage) model.Message { return f.Original() }
+
+func checkInput(col beam.PCollection, who string) error {
+	if !col.IsValid() {
+		return fmt.Errorf("%s: the input PCollection is not valid", who)
+	}
+	if t := col.Type().Type(); t != failedType {
+		return fmt.Errorf("%s: the input is a PCollection<%v>, not PCollection<dlq.FailedMessage>; pass the dead letters a Write or a record view returns", who, t)
+	}
+	return nil
+}
+
+// writeFn is Write's DoFn. Its exported field is the configuration Beam
+// serializes into the graph; the writer is per-instance runtime state built
+// in Setup.
+type writeFn struct {
+	Cfg Config
+
+	w *writer
+}
+
+// Setup builds the instance's client and publisher. Nothing is checked
+// against Pub/Sub here: a publisher may lack the right to look a topic up,
+// so a missing topic shows as the first publish's NOT_FOUND.
+func (fn *writeFn) Setup(ctx context.Context) error {
+	w, err := newWriter(ctx, fn.Cfg)
+	if err != nil {
+		return err
+	}
+	fn.w = w
+	return nil
+}
+
+func (fn *writeFn) StartBundle() { fn.w.startBundle() }
+
+func (fn *writeFn) ProcessElement(ctx context.Context, f FailedMessage) error {
+	return fn.w.process(ctx, f)
+}
+
+func (fn *writeFn) FinishBundle(ctx context.Context) error {
+	return fn.w.finishBundle(ctx)
+}
+
+// Teardown stops the publisher (bounded by ShutdownTimeout) and closes the
+// client.
+func (fn *writeFn) Teardown(ctx context.Context) error {
+	if fn.w == nil {
+		return nil
+	}
+	return fn.w.close(ctx)
+}
