@@ -1,0 +1,41 @@
+package pubsubio
+
+import (
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/record"
+)
+
+// The record view's values, re-exported from the leaf packages.
+type (
+	// RecordConfig configures Records; see record.Config for every option
+	// and its default.
+	RecordConfig = record.Config
+	// Format says what payloads hold: FormatJSON, FormatText or FormatBytes.
+	Format = model.Format
+)
+
+const (
+	FormatJSON  = model.FormatJSON
+	FormatText  = model.FormatText
+	FormatBytes = model.FormatBytes
+)
+
+// Records turns msgs, a PCollection<Message>, into JSON records
+// (PCollection<string>) of the shape faucet-style consumers read:
+// {data, __attributes, message_id, ordering_key, publish_time_millis},
+// data decoded per cfg.Format (package record has the details). A message
+// whose payload does not hold the format is returned in deadLetters, a
+// PCollection<FailedMessage> with stage StageDecode, never dropped; pass it
+// to dlq.Write to publish it to a dead-letter topic. An invalid
+// configuration panics at graph construction; TryRecords returns it.
+func Records(s beam.Scope, cfg RecordConfig, msgs beam.PCollection) (records, deadLetters beam.PCollection) {
+	return record.FromMessages(s, cfg, msgs)
+}
+
+// TryRecords is Records returning the construction error instead of
+// panicking.
+func TryRecords(s beam.Scope, cfg RecordConfig, msgs beam.PCollection) (records, deadLetters beam.PCollection, err error) {
+	return record.TryFromMessages(s, cfg, msgs)
+}
