@@ -74,18 +74,18 @@ func TestEnvelopeAttributes(t *testing.T) {
 	f := sampleFailures()[0]
 	got := Encode(f, dlqTopic).Attributes
 	want := map[string]string{
-		AttrEnvelope:         "1",
-		AttrStage:            "decode",
-		AttrSubscription:     "projects/pubsubio-test/subscriptions/orders-sub",
-		AttrError:            `timestamp attribute "ts": "not a time" is not RFC 3339`,
-		AttrTime:             "2026-03-14T15:09:26.535897932Z",
-		AttrAttempts:         "3",
-		AttrMessageID:        "4711",
-		AttrOrderingKey:      "customer-7",
-		AttrPublishTime:      "2026-03-14T15:08:26.535897932Z",
-		AttrDeliveryAttempt:  "3",
-		"dlq.attr.type":      "order",
-		"dlq.attr.ts":        "not a time",
+		AttrEnvelope:        "1",
+		AttrStage:           "decode",
+		AttrSubscription:    "projects/pubsubio-test/subscriptions/orders-sub",
+		AttrError:           `timestamp attribute "ts": "not a time" is not RFC 3339`,
+		AttrTime:            "2026-03-14T15:09:26.535897932Z",
+		AttrAttempts:        "3",
+		AttrMessageID:       "4711",
+		AttrOrderingKey:     "customer-7",
+		AttrPublishTime:     "2026-03-14T15:08:26.535897932Z",
+		AttrDeliveryAttempt: "3",
+		"dlq.attr.type":     "order",
+		"dlq.attr.ts":       "not a time",
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("attributes\n got %v\nwant %v", got, want)

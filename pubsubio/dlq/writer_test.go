@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"google.golang.org/grpc/codes"
@@ -196,7 +195,7 @@ func TestWriterWaitsAtTheBoundAndTheBundleEnd(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, g := range got {
-				if !sameFailure(g, carried(sent[0])) && string(g.Message.Data) == "0" {
+				if string(g.Message.Data) == "0" && !sameFailure(g, carried(sent[0])) {
 					t.Errorf("dead letter 0 decoded to %+v, want %+v", g, carried(sent[0]))
 				}
 			}
@@ -394,7 +393,9 @@ func TestWriterShutdownTimeout(t *testing.T) {
 	f := newFakeServer(t, false, newGate())
 	w := f.writer(t, Config{MaxInFlightMessages: FlushAtBundleEnd, ShutdownTimeout: 200 * time.Millisecond})
 	var warned []string
-	w.warnf = func(_ context.Context, format string, args ...any) { warned = append(warned, fmt.Sprintf(format, args...)) }
+	w.warnf = func(_ context.Context, format string, args ...any) {
+		warned = append(warned, fmt.Sprintf(format, args...))
+	}
 	if err := w.process(ctx, failures(1)[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -409,17 +410,4 @@ func TestWriterShutdownTimeout(t *testing.T) {
 	if n := shutdownsAbandoned.Load() - before; n != 1 || len(warned) != 1 || !strings.Contains(warned[0], dlqTopic.String()) {
 		t.Errorf("abandoned %d, warnings %q; want one naming the topic", n, warned)
 	}
-}
-
-// The client is built by connection.NewClient: PUBSUB_EMULATOR_HOST does
-// not redirect it.
-func TestWriterIgnoresEmulatorEnvironment(t *testing.T) {
-	ctx := guard(t)
-	f := newFakeServer(t, false, nil)
-	t.Setenv("PUBSUB_EMULATOR_HOST", "127.0.0.1:1")
-	w := f.writer(t, Config{MaxInFlightMessages: Synchronous})
-	if err := w.process(ctx, failures(1)[0]); err != nil {
-		t.Fatalf("publishing with a stray PUBSUB_EMULATOR_HOST: %v", err)
-	}
-	var _ *pubsub.Client = w.client
 }
