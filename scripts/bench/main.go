@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,6 +31,9 @@ var (
 
 	writeMessages     = flag.Int("write_messages", 100000, "messages per write run")
 	prototypeMessages = flag.Int("prototype_messages", 2000, "messages per run of Beam's prototype writer (it publishes one at a time)")
+	sinkInFlight      = flag.Int("sink_inflight", 0, "the sink's MaxInFlightMessages (0: its default); MaxInFlightBytes follows at this many messages of --size")
+
+	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 
 	readTarget  = flag.Float64("read_target", 0.9, "lowest acceptable source/raw throughput ratio")
 	writeTarget = flag.Float64("write_target", 0.8, "lowest acceptable sink/raw throughput ratio")
@@ -39,6 +43,12 @@ func main() {
 	flag.Parse()
 	beam.Init()
 	ctx := context.Background()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		exitOn(err)
+		exitOn(pprof.StartCPUProfile(f))
+		defer pprof.StopCPUProfile()
+	}
 	ep := *endpoint
 	if ep == "" {
 		e, err := emulator.Start(ctx)
@@ -83,6 +93,7 @@ func main() {
 		}
 	}
 	if failed {
+		pprof.StopCPUProfile()
 		os.Exit(2)
 	}
 }

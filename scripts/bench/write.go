@@ -71,7 +71,7 @@ func (f *generatePayloadFn) ProcessElement(_ []byte, emit func([]byte)) {
 // and a smaller volume with Beam's prototype writer, which publishes one
 // message at a time and would take too long at full volume.
 func compareWrite(ctx context.Context, e *env) (comparison, []float64, error) {
-	c := comparison{name: fmt.Sprintf("write %d x %d B", *writeMessages, *size), label: "sink"}
+	c := comparison{name: fmt.Sprintf("write %d x %d B, in flight %d", *writeMessages, *size, *sinkInFlight), label: "sink"}
 	var proto []float64
 	for run := range *runs {
 		order := []string{"sink", "raw"}
@@ -155,7 +155,12 @@ func writeWithSink(ctx context.Context, e *env, topic pubsubio.Topic) (float64, 
 	run := topic.ID
 	p, s := beam.NewPipelineWithRoot()
 	msgs := beam.ParDo(s, &generateFn{Run: run, N: *writeMessages, Size: *size}, beam.Impulse(s))
-	pubsubio.Write(s, pubsubio.WriteConfig{Topic: topic, Connection: e.conn}, msgs)
+	cfg := pubsubio.WriteConfig{Topic: topic, Connection: e.conn}
+	if *sinkInFlight > 0 {
+		cfg.MaxInFlightMessages = *sinkInFlight
+		cfg.MaxInFlightBytes = int64(*sinkInFlight) * int64(*size+64)
+	}
+	pubsubio.Write(s, cfg, msgs)
 	rate, err := runPipeline(ctx, run, *writeMessages, p)
 	if err != nil {
 		return 0, fmt.Errorf("sink pipeline: %w", err)
