@@ -8,7 +8,8 @@
 // bundle commit only after Pub/Sub confirmed every message it published.
 //
 // This package is the facade users import; the read path lives in
-// pubsubio/source, the write path in pubsubio/sink, the failed-message
-// contract in pubsubio/dlq, the shared values in pubsubio/model, and client
-// construction in pubsubio/connection.
+// pubsubio/source, the write path in pubsubio/sink, the dead-letter
+// contract and the dead-letter topic writer (dlq.Write) in pubsubio/dlq,
+// the record view (Records) in pubsubio/record, the shared values in
+// pubsubio/model, and client construction in pubsubio/connection.
 package pubsubio

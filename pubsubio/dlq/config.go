@@ -44,12 +44,14 @@ type Config struct {
 	// for the rest. Synchronous (1) waits for every dead letter on its own
 	// (the reference connector spells this 0; here 0 takes the default, as
 	// every zero field does, and with one wait per dead letter 1 means the
-	// same). FlushAtBundleEnd (-1) waits only at the end of the bundle.
+	// same). FlushAtBundleEnd (-1) waits only at the end of the bundle,
+	// so only the bundle bounds what is held.
 	MaxInFlightMessages int
 
 	// FlushTimeout bounds each wait for confirmations, at
 	// MaxInFlightMessages and at the end of a bundle (default 60 s, the
-	// client's own publish timeout). One deadline covers all of a wait's
+	// client's default publish timeout: a default wait lasts about as long
+	// as one publish's retries would). One deadline covers all of a wait's
 	// dead letters. On expiry the bundle fails and the runner retries it;
 	// the publishes are not cancelled, so a retried bundle may publish some
 	// dead letters twice (consume the topic idempotently). The client's

@@ -64,6 +64,7 @@ func publishTimeout(cfg Config) time.Duration { return 2 * cfg.FlushTimeout }
 func (w *writer) startBundle() {
 	clear(w.pending)
 	w.pending = w.pending[:0]
+	w.stats.stalled = 0
 }
 
 // process publishes f's envelope and, when the bundle has

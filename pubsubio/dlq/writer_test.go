@@ -138,6 +138,16 @@ func failures(n int) []FailedMessage {
 	return out
 }
 
+// processAll processes fs, failing the test on an error.
+func processAll(ctx context.Context, t *testing.T, w *writer, fs []FailedMessage) {
+	t.Helper()
+	for _, f := range fs {
+		if err := w.process(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // samePayloads reports whether got holds each of want's payloads once.
 func samePayloads(got, want []FailedMessage) error {
 	seen := map[string]int{}
@@ -175,11 +185,7 @@ func TestWriterWaitsAtTheBoundAndTheBundleEnd(t *testing.T) {
 			f := newFakeServer(t, false, nil)
 			w := f.writer(t, Config{MaxInFlightMessages: tc.max})
 			sent := failures(tc.n)
-			for _, m := range sent {
-				if err := w.process(ctx, m); err != nil {
-					t.Fatal(err)
-				}
-			}
+			processAll(ctx, t, w, sent)
 			before := w.stats.nwaits
 			if err := w.finishBundle(ctx); err != nil {
 				t.Fatal(err)
@@ -211,11 +217,7 @@ func TestWriterFlushOnlyAtBundleEnd(t *testing.T) {
 	f := newFakeServer(t, false, g)
 	w := f.writer(t, Config{MaxInFlightMessages: FlushAtBundleEnd})
 	sent := failures(1500) // past the default bound
-	for _, m := range sent {
-		if err := w.process(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-	}
+	processAll(ctx, t, w, sent)
 	if w.stats.nwaits != 0 || w.stats.published != 0 {
 		t.Fatalf("with Pub/Sub holding every publish: %d waits, %d published, want none", w.stats.nwaits, w.stats.published)
 	}
@@ -276,11 +278,7 @@ func TestWriterFlushTimeout(t *testing.T) {
 			g.release()
 			w.startBundle()
 			retry := failures(3)
-			for _, m := range retry {
-				if err := w.process(ctx, m); err != nil {
-					t.Fatal(err)
-				}
-			}
+			processAll(ctx, t, w, retry)
 			if err := w.finishBundle(ctx); err != nil {
 				t.Fatalf("the retried bundle: %v", err)
 			}
@@ -301,11 +299,7 @@ func TestWriterMissingTopic(t *testing.T) {
 		return false, nil, nil
 	})})
 	w := f.writer(t, Config{})
-	for _, m := range failures(3) {
-		if err := w.process(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-	}
+	processAll(ctx, t, w, failures(3))
 	err := w.finishBundle(ctx)
 	if err == nil {
 		t.Fatal("the bundle succeeded without a dead-letter topic")
@@ -352,11 +346,7 @@ func TestWriterInjectedErrors(t *testing.T) {
 		})})
 		w := f.writer(t, Config{})
 		sent := failures(20)
-		for _, m := range sent {
-			if err := w.process(ctx, m); err != nil {
-				t.Fatal(err)
-			}
-		}
+		processAll(ctx, t, w, sent)
 		if err := w.finishBundle(ctx); err != nil {
 			t.Fatalf("a transient UNAVAILABLE failed the bundle: %v", err)
 		}
