@@ -44,11 +44,10 @@ var (
 	abandonedCounter = beam.NewCounter(metricsNamespace, "dead_letter_publisher_shutdowns_abandoned")
 )
 
-// shutdownsAbandoned counts dead-letter publisher stops abandoned at
-// ShutdownTimeout in this process, by any writer. It is process-wide
-// because stops happen in Teardown, which has no metrics context: a later
-// bundle of any writer in the process reports them. Read it as "stops are
-// timing out here", not as this step's own residue.
+// shutdownsAbandoned counts this process's abandoned dead-letter publisher
+// stops, reported by the next bundle of any writer: stops happen in
+// Teardown, which has no metrics context (the sink's count works the same
+// way, for its own publishers).
 var (
 	shutdownsAbandoned atomic.Int64
 	shutdownsReported  struct {
