@@ -53,8 +53,8 @@ func describe(t *testing.T, client *pubsub.Client, sub pubsubio.Subscription) *p
 	return got
 }
 
-// runFails runs a pipeline that must fail in its prepare step, bounded so
-// that a job spinning instead of failing is reported as such.
+// runFails runs a pipeline that must fail, bounded so that a job spinning
+// instead of failing is reported as such.
 func runFails(t *testing.T, p *beam.Pipeline) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -90,6 +90,54 @@ func wantAll(t *testing.T, what, bucket string, sub pubsubio.Subscription, ids [
 	}
 	if len(missing) > 0 {
 		t.Errorf("%s: %d of %d messages not emitted, e.g. %v", what, len(missing), len(ids), missing[:min(5, len(missing))])
+	}
+}
+
+// replay runs a bounded read of sub with cfg's start position (cfg names
+// no subscriptions; IdleTimeout defaults to 30 s), checks that every id was
+// emitted and that exactly one seek ran, and returns the job's metrics.
+func replay(t *testing.T, sub pubsubio.Subscription, ids []string, cfg pubsubio.ReadConfig) beam.PipelineResult {
+	t.Helper()
+	cfg.Subscriptions = []pubsubio.Subscription{sub}
+	cfg.MaxMessages = int64(len(ids))
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = 30 * time.Second
+	}
+	p, bucket := readInto(t, cfg, nil)
+	res, err := beamx.RunWithMetrics(context.Background(), p)
+	if err != nil {
+		t.Fatalf("replay from %s failed: %v", cfg.Setup[0].Start.Kind, err)
+	}
+	wantAll(t, "replay from "+string(cfg.Setup[0].Start.Kind), bucket, sub, ids)
+	if got := counter(res, "seeks_performed"); got != 1 {
+		t.Errorf("seeks_performed %d, want 1", got)
+	}
+	return res
+}
+
+// runSetup runs a read of the subscriptions that setup names, with nothing
+// published, so it ends once idle, and returns the job's metrics: what the
+// prepare step did is all there is to see.
+func runSetup(t *testing.T, conn pubsubio.Connection, idle time.Duration, setup ...pubsubio.SubscriptionSetup) beam.PipelineResult {
+	t.Helper()
+	cfg := pubsubio.ReadConfig{Setup: setup, IdleTimeout: idle, Connection: conn}
+	for _, s := range setup {
+		cfg.Subscriptions = append(cfg.Subscriptions, s.Subscription)
+	}
+	p, _ := readInto(t, cfg, nil)
+	res, err := beamx.RunWithMetrics(context.Background(), p)
+	if err != nil {
+		t.Fatalf("pipeline failed: %v", err)
+	}
+	return res
+}
+
+// wantNeverExpires checks that sub has an expiration policy without a TTL,
+// Pub/Sub's "never expires".
+func wantNeverExpires(t *testing.T, client *pubsub.Client, sub pubsubio.Subscription) {
+	t.Helper()
+	if got := describe(t, client, sub); got.GetExpirationPolicy() == nil || got.GetExpirationPolicy().GetTtl() != nil {
+		t.Errorf("%s: expiration policy %v, want a policy without a TTL (never expires)", sub, got.GetExpirationPolicy())
 	}
 }
 
@@ -228,19 +276,9 @@ func TestPrepareCreateOptionsReadBack(t *testing.T) {
 		MaxDeliveryAttempts:   7,
 		Filter:                `attributes.kind = "order"`,
 	}
-	p, _ := readInto(t, pubsubio.ReadConfig{
-		Subscriptions: []pubsubio.Subscription{full, never},
-		Setup: []pubsubio.SubscriptionSetup{
-			{Subscription: full, Create: opts},
-			{Subscription: never, Create: pubsubio.SubscriptionCreateOptions{Topic: topic, NeverExpire: true}},
-		},
-		IdleTimeout: 2 * time.Second, // nothing is published: the read ends once idle
-		Connection:  pubsubio.Connection{EmulatorEndpoint: e.Endpoint},
-	}, nil)
-	res, err := beamx.RunWithMetrics(context.Background(), p)
-	if err != nil {
-		t.Fatalf("pipeline failed: %v", err)
-	}
+	res := runSetup(t, pubsubio.Connection{EmulatorEndpoint: e.Endpoint}, 2*time.Second,
+		pubsubio.SubscriptionSetup{Subscription: full, Create: opts},
+		pubsubio.SubscriptionSetup{Subscription: never, Create: pubsubio.SubscriptionCreateOptions{Topic: topic, NeverExpire: true}})
 	if got := counter(res, "subscriptions_created"); got != 2 {
 		t.Errorf("subscriptions_created %d, want 2", got)
 	}
@@ -266,9 +304,7 @@ func TestPrepareCreateOptionsReadBack(t *testing.T) {
 			t.Errorf("%s: %s is %v, want %v", full, f.name, f.got, f.want)
 		}
 	}
-	if got := describe(t, client, never); got.GetExpirationPolicy() == nil || got.GetExpirationPolicy().GetTtl() != nil {
-		t.Errorf("%s: expiration policy %v, want a policy without a TTL (never expires)", never, got.GetExpirationPolicy())
-	}
+	wantNeverExpires(t, client, never)
 }
 
 // ackedBacklogNote: the replay tests ack their backlog with the client's
@@ -302,21 +338,10 @@ func TestPrepareReplaysAckedBacklogFromTimestamp(t *testing.T) {
 	ids := e.Publish(t, topic, n, 64, nil)
 	receiveAll(t, client, sub.String(), n, time.Minute) // acks the backlog; see ackedBacklogNote
 
-	p, replay := readInto(t, pubsubio.ReadConfig{
-		Subscriptions: []pubsubio.Subscription{sub},
-		Setup:         []pubsubio.SubscriptionSetup{{Subscription: sub, Start: pubsubio.StartFromTimestamp(before)}},
-		MaxMessages:   n,
-		IdleTimeout:   30 * time.Second,
-		Connection:    pubsubio.Connection{EmulatorEndpoint: e.Endpoint},
-	}, nil)
-	res, err := beamx.RunWithMetrics(context.Background(), p)
-	if err != nil {
-		t.Fatalf("replay failed: %v", err)
-	}
-	wantAll(t, "replay", replay, sub, ids)
-	if got := counter(res, "seeks_performed"); got != 1 {
-		t.Errorf("seeks_performed %d, want 1", got)
-	}
+	res := replay(t, sub, ids, pubsubio.ReadConfig{
+		Setup:      []pubsubio.SubscriptionSetup{{Subscription: sub, Start: pubsubio.StartFromTimestamp(before)}},
+		Connection: pubsubio.Connection{EmulatorEndpoint: e.Endpoint},
+	})
 	if got := counter(res, "checks_warned"); got != 0 {
 		t.Errorf("checks_warned %d on a subscription retaining acked messages, want 0", got)
 	}
@@ -349,19 +374,8 @@ func TestPrepareSnapshotPosition(t *testing.T) {
 	})
 	receiveAll(t, client, sub.String(), n, time.Minute) // acks the backlog; see ackedBacklogNote
 
-	p, replay := readInto(t, pubsubio.ReadConfig{
-		Subscriptions: []pubsubio.Subscription{sub},
-		Setup:         []pubsubio.SubscriptionSetup{{Subscription: sub, Start: pubsubio.StartFromSnapshot(snapshotID)}},
-		MaxMessages:   n,
-		IdleTimeout:   30 * time.Second,
-		Connection:    pubsubio.Connection{EmulatorEndpoint: e.Endpoint},
-	}, nil)
-	res, err := beamx.RunWithMetrics(context.Background(), p)
-	if err != nil {
-		t.Fatalf("replay from %s failed: %v", snapshot, err)
-	}
-	wantAll(t, "replay from the snapshot", replay, sub, ids)
-	if got := counter(res, "seeks_performed"); got != 1 {
-		t.Errorf("seeks_performed %d, want 1", got)
-	}
+	replay(t, sub, ids, pubsubio.ReadConfig{
+		Setup:      []pubsubio.SubscriptionSetup{{Subscription: sub, Start: pubsubio.StartFromSnapshot(snapshotID)}},
+		Connection: pubsubio.Connection{EmulatorEndpoint: e.Endpoint},
+	})
 }

@@ -30,7 +30,6 @@ import (
 
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -118,26 +117,16 @@ func TestRealPubSubCreateOptionsPersist(t *testing.T) {
 		ExpirationTTL:       2 * 24 * time.Hour,
 		Filter:              `attributes.kind = "order"`,
 	}
-	p, _ := readInto(t, pubsubio.ReadConfig{
-		Subscriptions: []pubsubio.Subscription{full, never},
-		Setup: []pubsubio.SubscriptionSetup{
-			{Subscription: full, Create: opts},
-			{Subscription: never, Create: pubsubio.SubscriptionCreateOptions{Topic: topic, NeverExpire: true}},
-		},
-		IdleTimeout: 5 * time.Second,
-	}, nil)
-	if err := beamx.Run(context.Background(), p); err != nil {
-		t.Fatalf("pipeline failed: %v", err)
-	}
+	runSetup(t, pubsubio.Connection{}, 5*time.Second,
+		pubsubio.SubscriptionSetup{Subscription: full, Create: opts},
+		pubsubio.SubscriptionSetup{Subscription: never, Create: pubsubio.SubscriptionCreateOptions{Topic: topic, NeverExpire: true}})
 	got := describe(t, r.client, full)
 	if got.GetMessageRetentionDuration().AsDuration() != opts.MessageRetention || !got.GetRetainAckedMessages() ||
 		got.GetExpirationPolicy().GetTtl().AsDuration() != opts.ExpirationTTL || got.GetFilter() != opts.Filter ||
 		got.GetAckDeadlineSeconds() != 45 {
 		t.Errorf("%s was created as %v, want the create options %+v", full, got, opts)
 	}
-	if got := describe(t, r.client, never); got.GetExpirationPolicy() == nil || got.GetExpirationPolicy().GetTtl() != nil {
-		t.Errorf("%s: expiration policy %v, want one without a TTL (never expires)", never, got.GetExpirationPolicy())
-	}
+	wantNeverExpires(t, r.client, never)
 }
 
 // A seek to a timestamp on an ordering-enabled subscription, under
@@ -169,17 +158,11 @@ func TestRealPubSubSeekToTimestampOnOrderedSubscription(t *testing.T) {
 	pub.Stop()
 	receiveAll(t, r.client, sub.String(), n, 2*time.Minute)
 
-	p, replay := readInto(t, pubsubio.ReadConfig{
-		Subscriptions: []pubsubio.Subscription{sub},
-		Ordering:      pubsubio.OrderingPerKey,
-		Setup:         []pubsubio.SubscriptionSetup{{Subscription: sub, Start: pubsubio.StartFromTimestamp(before)}},
-		MaxMessages:   n,
-		IdleTimeout:   2 * time.Minute, // Pub/Sub applies a seek asynchronously, within about a minute
-	}, nil)
-	if err := beamx.Run(context.Background(), p); err != nil {
-		t.Fatalf("replay failed: %v", err)
-	}
-	wantAll(t, "replay on the ordered subscription", replay, sub, ids)
+	replay(t, sub, ids, pubsubio.ReadConfig{
+		Ordering:    pubsubio.OrderingPerKey,
+		Setup:       []pubsubio.SubscriptionSetup{{Subscription: sub, Start: pubsubio.StartFromTimestamp(before)}},
+		IdleTimeout: 2 * time.Minute, // Pub/Sub applies a seek asynchronously, within about a minute
+	})
 }
 
 // PERMISSION_DENIED from the service names the missing permission: the

@@ -31,15 +31,12 @@ func existingSub(sub model.Subscription, edit func(*pubsubpb.Subscription)) *pub
 // prepareConfig is a valid configuration reading subs with setup.
 func prepareConfig(t *testing.T, subs []model.Subscription, edit func(*Config), setup ...SubscriptionSetup) Config {
 	t.Helper()
-	cfg := Config{Subscriptions: subs, Setup: setup}
-	if edit != nil {
-		edit(&cfg)
-	}
-	cfg, err := cfg.withDefaults()
-	if err != nil {
-		t.Fatalf("test configuration is invalid: %v", err)
-	}
-	return cfg
+	return testConfig(t, func(c *Config) {
+		c.Subscriptions, c.Setup = subs, setup
+		if edit != nil {
+			edit(c)
+		}
+	})
 }
 
 func runPrepare(t *testing.T, adm *fakeAdmin, cfg Config) (prepareCounts, error) {
