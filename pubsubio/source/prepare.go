@@ -48,7 +48,7 @@ func prepare(ctx context.Context, adm admin, cfg Config, now func() time.Time) (
 	var counts prepareCounts
 	targets, err := describeAll(ctx, adm, cfg, &counts)
 	if err != nil {
-		return counts, fmt.Errorf("pubsubio: the read's subscriptions cannot be read as configured; nothing was created or sought:\n%w", err)
+		return counts, fmt.Errorf("pubsubio: preparing the read's subscriptions failed; nothing was created or sought:\n%w", err)
 	}
 	for i := range targets {
 		if targets[i].desc == nil {
