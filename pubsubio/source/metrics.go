@@ -29,6 +29,7 @@ const (
 	acksResume        // acks sent by the next bundle of the split
 	acksRPC           // acks sent with the Acknowledge RPC (residual resumed elsewhere)
 	ackRPCFailures
+	nackRPCFailures
 	subscriberRestarts
 	shutdownsAbandoned
 	failuresAbsorbed // subscriber errors raised during a release, reported nowhere else
@@ -49,6 +50,7 @@ var counterNames = [numCounters]string{
 	acksResume:         "acks_via_resume",
 	acksRPC:            "acks_via_rpc",
 	ackRPCFailures:     "ack_rpc_failures",
+	nackRPCFailures:    "nack_rpc_failures",
 	subscriberRestarts: "subscriber_restarts",
 	shutdownsAbandoned: "subscriber_shutdowns_abandoned",
 	failuresAbsorbed:   "subscriber_failures_absorbed",

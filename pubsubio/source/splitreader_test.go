@@ -65,6 +65,7 @@ type fakeSub struct {
 
 	mu        sync.Mutex
 	acked     [][]string
+	nacked    [][]string
 	closed    int
 	ackErr    error
 	inventory []*trackedHandle
@@ -126,6 +127,24 @@ func (f *fakeSub) acknowledge(_ context.Context, ackIDs []string) error {
 	defer f.mu.Unlock()
 	f.acked = append(f.acked, append([]string(nil), ackIDs...))
 	return f.ackErr
+}
+
+func (f *fakeSub) nack(_ context.Context, ackIDs []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nacked = append(f.nacked, append([]string(nil), ackIDs...))
+	return nil
+}
+
+// nackedByRPC returns every ack ID nacked with the RPC, in order.
+func (f *fakeSub) nackedByRPC() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ids []string
+	for _, n := range f.nacked {
+		ids = append(ids, n...)
+	}
+	return ids
 }
 
 func (f *fakeSub) close() error {
@@ -439,6 +458,11 @@ func TestSplitReaderReleaseNacksEverythingHeld(t *testing.T) {
 	h.checkUsage(0, 0)
 	if got := h.stats.pendingAcks.Load(); got != 0 {
 		t.Errorf("pending acks %d after release, want 0", got)
+	}
+	// The client's own shutdown nack cannot be relied on (it races Receive
+	// returning), so the release nacks everything held with the RPC too.
+	if got, want := h.sub.nackedByRPC(), []string{"ack-m2", "ack-m3", "ack-m0", "ack-m1"}; !cmp.Equal(sorted(got), sorted(want)) {
+		t.Errorf("nacked with the RPC %v, want %v", got, want)
 	}
 	awaitDone(t, "released split", recvCtx)
 	if got := h.sub.closeCount(); got != 1 {

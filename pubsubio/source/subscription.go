@@ -17,8 +17,12 @@ type subscription interface {
 	// receive streams messages into f until ctx is done or the stream fails
 	// permanently.
 	receive(ctx context.Context, f func(*pubsub.Message)) error
-	// acknowledge acks by ID, for messages received by another process.
+	// acknowledge acks by ID: messages received by another process, or by
+	// a subscriber that stopped.
 	acknowledge(ctx context.Context, ackIDs []string) error
+	// nack gives messages back by ID (a zero ack deadline), for a
+	// subscriber that stopped.
+	nack(ctx context.Context, ackIDs []string) error
 	close() error
 }
 
@@ -48,13 +52,29 @@ func (s *clientSubscription) receive(ctx context.Context, f func(*pubsub.Message
 }
 
 func (s *clientSubscription) acknowledge(ctx context.Context, ackIDs []string) error {
+	return inChunks(ackIDs, func(ids []string) error {
+		return s.client.SubscriptionAdminClient.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{
+			Subscription: s.name,
+			AckIds:       ids,
+		})
+	})
+}
+
+func (s *clientSubscription) nack(ctx context.Context, ackIDs []string) error {
+	return inChunks(ackIDs, func(ids []string) error {
+		return s.client.SubscriptionAdminClient.ModifyAckDeadline(ctx, &pubsubpb.ModifyAckDeadlineRequest{
+			Subscription:       s.name,
+			AckIds:             ids,
+			AckDeadlineSeconds: 0,
+		})
+	})
+}
+
+// inChunks calls f on ackIDs in requests of at most maxAckIDsPerRequest.
+func inChunks(ackIDs []string, f func([]string) error) error {
 	for len(ackIDs) > 0 {
 		n := min(len(ackIDs), maxAckIDsPerRequest)
-		err := s.client.SubscriptionAdminClient.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{
-			Subscription: s.name,
-			AckIds:       ackIDs[:n],
-		})
-		if err != nil {
+		if err := f(ackIDs[:n]); err != nil {
 			return err
 		}
 		ackIDs = ackIDs[n:]
