@@ -2,11 +2,11 @@ package dlq
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/deferredmetric"
 )
 
 // metricsNamespace is shared by every pubsubio metric.
@@ -41,20 +41,13 @@ var (
 	inFlightGauge    = beam.NewGauge(metricsNamespace, "dead_letters_in_flight")
 	lastFlushGauge   = beam.NewGauge(metricsNamespace, "dead_letter_last_flush_millis")
 	flushDist        = beam.NewDistribution(metricsNamespace, "dead_letter_flush_millis")
-	abandonedCounter = beam.NewCounter(metricsNamespace, "dead_letter_publisher_shutdowns_abandoned")
 )
 
 // shutdownsAbandoned counts this process's abandoned dead-letter publisher
 // stops, reported by the next bundle of any writer: stops happen in
 // Teardown, which has no metrics context (the sink's count works the same
 // way, for its own publishers).
-var (
-	shutdownsAbandoned atomic.Int64
-	shutdownsReported  struct {
-		sync.Mutex
-		n int64
-	}
-)
+var shutdownsAbandoned = deferredmetric.NewCounter(metricsNamespace, "dead_letter_publisher_shutdowns_abandoned")
 
 // stats holds one writer's counts and what it has reported.
 type stats struct {
@@ -99,10 +92,5 @@ func (s *stats) report(ctx context.Context, w *writer) {
 		s.waits = s.waits[:0]
 	}
 	inFlightGauge.Set(ctx, int64(len(w.pending))+s.stalled)
-	shutdownsReported.Lock()
-	if n := shutdownsAbandoned.Load(); n > shutdownsReported.n {
-		abandonedCounter.Inc(ctx, n-shutdownsReported.n)
-		shutdownsReported.n = n
-	}
-	shutdownsReported.Unlock()
+	shutdownsAbandoned.Report(ctx)
 }

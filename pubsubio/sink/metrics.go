@@ -2,14 +2,13 @@ package sink
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"google.golang.org/grpc/codes"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/deferredmetric"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -43,16 +42,15 @@ const metricsNamespace = "pubsubio"
 // No send latency is reported: the client batches and completes results
 // asynchronously, so the writer could only time its own bookkeeping.
 var (
-	recordsSentCounter        = beam.NewCounter(metricsNamespace, "records_sent")
-	bytesSentCounter          = beam.NewCounter(metricsNamespace, "bytes_sent")
-	sendErrorsCounter         = beam.NewCounter(metricsNamespace, "send_errors")
-	droppedCounter            = beam.NewCounter(metricsNamespace, "records_dropped")
-	deadLetteredCounter       = beam.NewCounter(metricsNamespace, "records_dead_lettered")
-	topicsCreatedCounter      = beam.NewCounter(metricsNamespace, "topics_created")
-	shutdownsAbandonedCounter = beam.NewCounter(metricsNamespace, "publisher_shutdowns_abandoned")
-	inflightMessagesGauge     = beam.NewGauge(metricsNamespace, "inflight_messages")
-	inflightBytesGauge        = beam.NewGauge(metricsNamespace, "inflight_bytes")
-	activePublishersGauge     = beam.NewGauge(metricsNamespace, "active_publishers")
+	recordsSentCounter    = beam.NewCounter(metricsNamespace, "records_sent")
+	bytesSentCounter      = beam.NewCounter(metricsNamespace, "bytes_sent")
+	sendErrorsCounter     = beam.NewCounter(metricsNamespace, "send_errors")
+	droppedCounter        = beam.NewCounter(metricsNamespace, "records_dropped")
+	deadLetteredCounter   = beam.NewCounter(metricsNamespace, "records_dead_lettered")
+	topicsCreatedCounter  = beam.NewCounter(metricsNamespace, "topics_created")
+	inflightMessagesGauge = beam.NewGauge(metricsNamespace, "inflight_messages")
+	inflightBytesGauge    = beam.NewGauge(metricsNamespace, "inflight_bytes")
+	activePublishersGauge = beam.NewGauge(metricsNamespace, "active_publishers")
 )
 
 // shutdownsAbandoned counts publisher stops abandoned at ShutdownTimeout in
@@ -60,13 +58,7 @@ var (
 // Teardown, which has no metrics context: a later bundle of any writer in
 // the process reports them. Read it as "stops are timing out here", not as
 // this step's own residue.
-var (
-	shutdownsAbandoned atomic.Int64
-	shutdownsReported  struct {
-		sync.Mutex
-		n int64
-	}
-)
+var shutdownsAbandoned = deferredmetric.NewCounter(metricsNamespace, "publisher_shutdowns_abandoned")
 
 // stats holds one writer's cumulative counts and what it has flushed.
 type stats struct {
@@ -154,9 +146,7 @@ func (s *stats) flush(ctx context.Context, w *writer) {
 		inc(beam.NewCounter(metricsNamespace, "bytes_sent."+topic.String()), c[1], &done[1])
 		f.perDest[topic] = done
 	}
-	shutdownsReported.Lock()
-	inc(shutdownsAbandonedCounter, shutdownsAbandoned.Load(), &shutdownsReported.n)
-	shutdownsReported.Unlock()
+	shutdownsAbandoned.Report(ctx)
 	inflightMessagesGauge.Set(ctx, int64(w.inflightMsgs))
 	inflightBytesGauge.Set(ctx, w.inflightBytes)
 	activePublishersGauge.Set(ctx, int64(len(w.dests)))
