@@ -29,6 +29,9 @@ type (
 	OrderingMode = source.OrderingMode
 	// FinalizationMode is FinalizationAuto, FinalizationOn or FinalizationOff.
 	FinalizationMode = source.FinalizationMode
+	// DecodePolicy is DecodeFail, DecodeDrop, DecodeNack or DecodeDeadLetter:
+	// what the read does with a message that does not decode.
+	DecodePolicy = source.DecodePolicy
 	// SubscriptionSetup is what the read's prepare step does for one
 	// subscription before reading it: create it when missing, seek it to a
 	// start position. Most reads need none.
@@ -50,6 +53,11 @@ const (
 	FinalizationAuto = source.FinalizationAuto
 	FinalizationOn   = source.FinalizationOn
 	FinalizationOff  = source.FinalizationOff
+
+	DecodeFail       = source.DecodeFail
+	DecodeDrop       = source.DecodeDrop
+	DecodeNack       = source.DecodeNack
+	DecodeDeadLetter = source.DecodeDeadLetter
 
 	PositionResume           = source.PositionResume
 	PositionEarliestRetained = source.PositionEarliestRetained
@@ -94,4 +102,18 @@ func Read(s beam.Scope, cfg ReadConfig) beam.PCollection { return source.Read(s,
 // TryRead is Read returning the construction error instead of panicking.
 func TryRead(s beam.Scope, cfg ReadConfig) (beam.PCollection, error) {
 	return source.TryRead(s, cfg)
+}
+
+// ReadWithDeadLetters is Read that also returns the dead letters of
+// DecodePolicy DecodeDeadLetter: a PCollection<dlq.FailedMessage>, for
+// instance for dlq.Write. Read rejects that policy, since it has nowhere to
+// put them.
+func ReadWithDeadLetters(s beam.Scope, cfg ReadConfig) (msgs, deadLetters beam.PCollection) {
+	return source.ReadWithDeadLetters(s, cfg)
+}
+
+// TryReadWithDeadLetters is ReadWithDeadLetters returning the construction
+// error instead of panicking.
+func TryReadWithDeadLetters(s beam.Scope, cfg ReadConfig) (msgs, deadLetters beam.PCollection, err error) {
+	return source.TryReadWithDeadLetters(s, cfg)
 }

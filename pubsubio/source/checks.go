@@ -26,8 +26,7 @@ type check struct {
 }
 
 // checks is every rejection. A new policy that needs a subscription setting
-// adds a row here (for instance, a NACK decode policy requiring a
-// dead-letter policy), and both the prepare step and construction apply it.
+// adds a row here, and both the prepare step and construction apply it.
 var checks = []check{
 	{
 		setting: "message ordering is disabled",
@@ -49,6 +48,17 @@ var checks = []check{
 			"Disable it (gcloud pubsub subscriptions update SUBSCRIPTION --no-enable-exactly-once-delivery) or read another subscription; " +
 			"the source is at-least-once either way",
 		createFix: "exactly-once delivery cannot be requested",
+	},
+	{
+		setting: "it has no dead-letter policy",
+		rejects: func(cfg Config, sub *pubsubpb.Subscription) bool {
+			return cfg.DecodePolicy == DecodeNack && sub.GetDeadLetterPolicy().GetDeadLetterTopic() == ""
+		},
+		why: "DecodePolicy " + string(DecodeNack) + " needs one: it nacks undecodable messages so that the subscription's dead-letter policy " +
+			"forwards them, and without one a poison message is redelivered forever, invisibly. " +
+			"Add one (gcloud pubsub subscriptions update SUBSCRIPTION --dead-letter-topic=TOPIC --max-delivery-attempts=5) " +
+			"or use DecodePolicy " + string(DecodeDeadLetter) + " or " + string(DecodeFail),
+		createFix: "DecodePolicy " + string(DecodeNack) + " needs a dead-letter policy, or poison messages are redelivered forever: set DeadLetterTopic",
 	},
 }
 

@@ -46,6 +46,32 @@ const (
 	FinalizationOff FinalizationMode = "OFF"
 )
 
+// DecodePolicy says what happens to a message that fails to decode: its
+// payload does not hold Config.Format, or its timestamp attribute is
+// malformed. A poison message must end somewhere visible; the policies
+// differ in where.
+type DecodePolicy string
+
+const (
+	// DecodeFail fails the bundle naming the message and why; the message
+	// is nacked and redelivered, so the job stops making progress until the
+	// publisher is fixed. Nothing is lost.
+	DecodeFail DecodePolicy = "FAIL"
+	// DecodeDrop acks the message with its bundle and counts it in
+	// decode_failures without emitting it: for streams where a bad message
+	// is worth less than a stalled job.
+	DecodeDrop DecodePolicy = "DROP"
+	// DecodeNack nacks the message at once, so that the subscription's own
+	// dead-letter policy forwards it after its max delivery attempts. Every
+	// subscription must have a dead-letter policy: without one a poison
+	// message is redelivered forever, invisibly.
+	DecodeNack DecodePolicy = "NACK"
+	// DecodeDeadLetter emits the message as a dlq.FailedMessage (stage
+	// decode) on the read's dead-letter output and acks it with its bundle.
+	// Only ReadWithDeadLetters returns that output.
+	DecodeDeadLetter DecodePolicy = "DEAD_LETTER"
+)
+
 // Defaults. Where the Pub/Sub client has a default, it is the client's, so a
 // read behaves like the client users already know; the rest follow the
 // reference connector's reasoning, given next to each field of Config.
@@ -148,8 +174,19 @@ type Config struct {
 	// TimestampAttribute, when set, names the attribute holding each
 	// message's event time, as RFC 3339 or Unix milliseconds; messages
 	// without it use the publish time. A malformed value is a decode
-	// failure: the bundle fails naming the message and the attribute.
+	// failure, handled by DecodePolicy.
 	TimestampAttribute string
+
+	// Format is what every payload must hold: model.FormatBytes (default:
+	// anything), model.FormatText (UTF-8) or model.FormatJSON. Checking
+	// at the source lets a poison payload follow DecodePolicy before any
+	// downstream step chokes on it.
+	Format model.Format
+
+	// DecodePolicy is what happens to a message that fails to decode:
+	// DecodeFail (default), DecodeDrop, DecodeNack or DecodeDeadLetter.
+	// See DecodePolicy. Every decode failure counts in decode_failures.
+	DecodePolicy DecodePolicy
 
 	// MaxMessages makes the read bounded: it finishes after emitting this
 	// many messages from each subscription, shared evenly among the
@@ -192,6 +229,8 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Finalization == "" {
 		cfg.Finalization = FinalizationAuto
 	}
+	setDefault(&cfg.Format, model.FormatBytes)
+	setDefault(&cfg.DecodePolicy, DecodeFail)
 	setDefault(&cfg.Splits, 1)
 	setDefault(&cfg.MaxOutstandingMessages, DefaultMaxOutstandingMessages)
 	setDefault(&cfg.MaxOutstandingBytes, DefaultMaxOutstandingBytes)
@@ -251,6 +290,14 @@ func (cfg Config) validate() error {
 	case FinalizationAuto, FinalizationOn, FinalizationOff:
 	default:
 		bad("Finalization %q is unknown; use %q, %q or %q", cfg.Finalization, FinalizationAuto, FinalizationOn, FinalizationOff)
+	}
+	if err := cfg.Format.Validate(); err != nil {
+		bad("Format: %w", err)
+	}
+	switch cfg.DecodePolicy {
+	case DecodeFail, DecodeDrop, DecodeNack, DecodeDeadLetter:
+	default:
+		bad("DecodePolicy %q is unknown; use %q, %q, %q or %q", cfg.DecodePolicy, DecodeFail, DecodeDrop, DecodeNack, DecodeDeadLetter)
 	}
 	positive := func(name string, v int64) {
 		if v < 1 {

@@ -25,6 +25,7 @@ const (
 	nackedShutdown    // arrived while its subscriber was stopping
 	nackedSuperseded  // a stale handle replaced by a redelivery of the same message
 	nackedUncommitted // emitted by a bundle that failed or was retried
+	nackedDecode      // failed to decode under DecodeNack
 	acksFinalization  // acks sent from a bundle-finalization callback
 	acksResume        // acks sent by the next bundle of the split
 	acksRPC           // acks sent with the Acknowledge RPC (residual resumed elsewhere)
@@ -46,6 +47,7 @@ var counterNames = [numCounters]string{
 	nackedShutdown:     "messages_nacked_shutdown",
 	nackedSuperseded:   "messages_nacked_superseded",
 	nackedUncommitted:  "messages_nacked_uncommitted",
+	nackedDecode:       "messages_nacked_decode",
 	acksFinalization:   "acks_via_finalization",
 	acksResume:         "acks_via_resume",
 	acksRPC:            "acks_via_rpc",

@@ -23,12 +23,44 @@ func Read(s beam.Scope, cfg Config) beam.PCollection {
 
 // TryRead is Read returning the construction error instead of panicking.
 func TryRead(s beam.Scope, cfg Config) (beam.PCollection, error) {
+	if cfg.DecodePolicy == DecodeDeadLetter {
+		return beam.PCollection{}, fmt.Errorf("pubsubio.Read: DecodePolicy %s emits dead letters that Read has no output for, so they would be acked and lost; use ReadWithDeadLetters, or another DecodePolicy", DecodeDeadLetter)
+	}
+	msgs, _, err := read(s, cfg)
+	return msgs, err
+}
+
+// ReadWithDeadLetters is Read that also returns the read's dead letters: a
+// PCollection<dlq.FailedMessage> of the messages that failed to decode under
+// DecodePolicy DecodeDeadLetter (stage decode, Subscription and Attempts
+// set), for instance to pass to dlq.Write. Under the other policies it
+// stays empty. It panics on an invalid configuration;
+// TryReadWithDeadLetters returns the error.
+func ReadWithDeadLetters(s beam.Scope, cfg Config) (msgs, deadLetters beam.PCollection) {
+	msgs, deadLetters, err := TryReadWithDeadLetters(s, cfg)
+	if err != nil {
+		panic(err)
+	}
+	return msgs, deadLetters
+}
+
+// TryReadWithDeadLetters is ReadWithDeadLetters returning the construction
+// error instead of panicking.
+func TryReadWithDeadLetters(s beam.Scope, cfg Config) (msgs, deadLetters beam.PCollection, err error) {
+	return read(s, cfg)
+}
+
+// read builds the read and returns its messages and its dead letters.
+func read(s beam.Scope, cfg Config) (beam.PCollection, beam.PCollection, error) {
+	fail := func(err error) (beam.PCollection, beam.PCollection, error) {
+		return beam.PCollection{}, beam.PCollection{}, err
+	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
-		return beam.PCollection{}, err
+		return fail(err)
 	}
 	if err := rejectDirectRunner(); err != nil {
-		return beam.PCollection{}, err
+		return fail(err)
 	}
 	for _, w := range cfg.warnings(time.Now()) {
 		log.Warn(context.Background(), w)
@@ -42,7 +74,7 @@ func TryRead(s beam.Scope, cfg Config) (beam.PCollection, error) {
 	// before the prepare step is done.
 	prepared, err := beam.TryParDo(s, &prepareFn{Cfg: cfg, Splits: plan}, beam.Impulse(s))
 	if err != nil {
-		return beam.PCollection{}, fmt.Errorf("pubsubio.Read: %w", err)
+		return fail(fmt.Errorf("pubsubio.Read: %w", err))
 	}
 	elems := beam.Reshuffle(s, prepared[0])
 
@@ -53,9 +85,9 @@ func TryRead(s beam.Scope, cfg Config) (beam.PCollection, error) {
 	}
 	out, err := beam.TryParDo(s, fn, elems)
 	if err != nil {
-		return beam.PCollection{}, fmt.Errorf("pubsubio.Read: %w", err)
+		return fail(fmt.Errorf("pubsubio.Read: %w", err))
 	}
-	return out[0], nil
+	return out[0], out[1], nil
 }
 
 // rejectDirectRunner refuses Beam Go's deprecated direct runner: it runs

@@ -12,15 +12,22 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
 type emitFn = func(beam.EventTime, model.Message)
 
+// deadFn emits the read's dead letters, with the event time the message
+// would have had (its publish time when the timestamp attribute is what
+// failed).
+type deadFn = func(beam.EventTime, dlq.FailedMessage)
+
 func init() {
-	register.DoFn5x2[context.Context, *watermarkEstimator, *sdf.LockRTracker, Split, emitFn, sdf.ProcessContinuation, error](&readFn{})
-	register.DoFn6x2[context.Context, *watermarkEstimator, beam.BundleFinalization, *sdf.LockRTracker, Split, emitFn, sdf.ProcessContinuation, error](&finalizingReadFn{})
+	register.DoFn6x2[context.Context, *watermarkEstimator, *sdf.LockRTracker, Split, emitFn, deadFn, sdf.ProcessContinuation, error](&readFn{})
+	register.DoFn7x2[context.Context, *watermarkEstimator, beam.BundleFinalization, *sdf.LockRTracker, Split, emitFn, deadFn, sdf.ProcessContinuation, error](&finalizingReadFn{})
 	register.Emitter2[beam.EventTime, model.Message]()
+	register.Emitter2[beam.EventTime, dlq.FailedMessage]()
 }
 
 // readFn is the read SDF: one element per split, one bundle after another
@@ -76,8 +83,8 @@ func (fn *readFn) CreateWatermarkEstimator(state int64) *watermarkEstimator {
 
 func (fn *readFn) WatermarkEstimatorState(e *watermarkEstimator) int64 { return e.state }
 
-func (fn *readFn) ProcessElement(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, split Split, emit emitFn) (sdf.ProcessContinuation, error) {
-	return fn.process(ctx, we, rt, split, emit, nil)
+func (fn *readFn) ProcessElement(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, split Split, emit emitFn, dead deadFn) (sdf.ProcessContinuation, error) {
+	return fn.process(ctx, we, rt, split, emit, dead, nil)
 }
 
 // finalizingReadFn is readFn plus bundle finalization, used where the SDK
@@ -94,14 +101,14 @@ func (fn *finalizingReadFn) Setup() {
 }
 
 // StartBundle marks bundle boundaries for the lost-callback check. It
-// declares the emitter because Beam requires the bundle methods of a DoFn
+// declares the emitters because Beam requires the bundle methods of a DoFn
 // with emitters to declare the same ones.
-func (fn *finalizingReadFn) StartBundle(context.Context, emitFn) {
+func (fn *finalizingReadFn) StartBundle(context.Context, emitFn, deadFn) {
 	fn.watch.startBundle()
 }
 
-func (fn *finalizingReadFn) ProcessElement(ctx context.Context, we *watermarkEstimator, bf beam.BundleFinalization, rt *sdf.LockRTracker, split Split, emit emitFn) (sdf.ProcessContinuation, error) {
-	return fn.process(ctx, we, rt, split, emit, func(r *splitReader, ackIDs []string) {
+func (fn *finalizingReadFn) ProcessElement(ctx context.Context, we *watermarkEstimator, bf beam.BundleFinalization, rt *sdf.LockRTracker, split Split, emit emitFn, dead deadFn) (sdf.ProcessContinuation, error) {
+	return fn.process(ctx, we, rt, split, emit, dead, func(r *splitReader, ackIDs []string) {
 		fn.watch.register(ctx, bf, time.Now(), func() {
 			fn.rs.stats.add(acksFinalization, r.ack(ackIDs))
 		})
@@ -111,7 +118,7 @@ func (fn *finalizingReadFn) ProcessElement(ctx context.Context, we *watermarkEst
 // process is one bundle of one split: ack what the previous bundle emitted,
 // emit what is buffered, and checkpoint with this bundle's ack IDs.
 // finalize, when set, registers the early ack of this bundle's messages.
-func (fn *readFn) process(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, split Split, emit emitFn, finalize func(*splitReader, []string)) (sdf.ProcessContinuation, error) {
+func (fn *readFn) process(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, split Split, emit emitFn, dead deadFn, finalize func(*splitReader, []string)) (sdf.ProcessContinuation, error) {
 	rest := rt.GetRestriction().(Restriction)
 	key := splitKey{read: fn.ReadID, index: split.Index}
 	r, rs := splits.reader(key, split, fn.Cfg)
@@ -138,15 +145,12 @@ func (fn *readFn) process(ctx context.Context, we *watermarkEstimator, rt *sdf.L
 		limit = int(min(int64(limit), max(share-rest.Emitted, 0)))
 	}
 	batch := r.drain(limit, rest.Seq)
-	if err := fn.emitBatch(r, rs.stats, rt, rest.Seq, batch, emit); err != nil {
+	claimed, err := fn.emitBatch(r, rs.stats, rt, rest.Seq, batch, emit, dead)
+	if err != nil {
 		return sdf.StopProcessing(), err
 	}
 	if finalize != nil {
-		ids := make([]string, len(batch))
-		for i, d := range batch {
-			ids[i] = d.ackID
-		}
-		finalize(r, ids)
+		finalize(r, claimed)
 	}
 
 	now := time.Now()
@@ -196,11 +200,13 @@ func (fn *readFn) ackCommitted(ctx context.Context, r *splitReader, st *stats, r
 	st.add(messagesAcked, len(ids))
 }
 
-// emitBatch claims and emits batch. A message whose event time cannot be
-// decoded fails the bundle; so does a downstream failure (a panic out of
-// emit). Either way everything this bundle emitted goes back to Pub/Sub at
-// once, because the runner will discard this bundle's output.
-func (fn *readFn) emitBatch(r *splitReader, st *stats, rt *sdf.LockRTracker, seq int64, batch []*delivery, emit emitFn) (err error) {
+// emitBatch claims and emits batch and returns the ack IDs it claimed:
+// what this bundle acks once committed. A message that fails to decode
+// (decodeError) follows DecodePolicy. Under DecodeFail it fails the bundle;
+// so does a downstream failure (a panic out of emit). Either way everything
+// this bundle emitted goes back to Pub/Sub at once, because the runner will
+// discard this bundle's output.
+func (fn *readFn) emitBatch(r *splitReader, st *stats, rt *sdf.LockRTracker, seq int64, batch []*delivery, emit emitFn, dead deadFn) (claimed []string, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.giveBack(seq)
@@ -209,14 +215,36 @@ func (fn *readFn) emitBatch(r *splitReader, st *stats, rt *sdf.LockRTracker, seq
 	}()
 	newest := time.Time{}
 	for _, d := range batch {
-		if d.eventErr != nil {
+		decodeErr := fn.decodeError(d)
+		if decodeErr != nil {
 			st.add(decodeFailures, 1)
-			r.giveBack(seq)
-			return fmt.Errorf("pubsubio: message %s from %s: %w (the bundle fails and the message is redelivered; fix the publisher or unset TimestampAttribute)", d.msg.ID, d.msg.Subscription, d.eventErr)
+			switch fn.Cfg.DecodePolicy {
+			case DecodeNack:
+				// Not claimed: the subscription's dead-letter policy takes
+				// it from here, and an ack after the nack must not undo that.
+				r.nackOne(d, nackedDecode)
+				continue
+			case DecodeDrop, DecodeDeadLetter:
+				// Claimed, so acked with the bundle; emitted below only as a
+				// dead letter.
+			default:
+				r.giveBack(seq)
+				return nil, fmt.Errorf("pubsubio: message %s from %s cannot be decoded: %w (the bundle fails and the message is redelivered; fix the publisher, or set DecodePolicy to %s, %s or %s)",
+					d.msg.ID, d.msg.Subscription, decodeErr, DecodeDrop, DecodeNack, DecodeDeadLetter)
+			}
 		}
 		if !rt.TryClaim(d.ackID) {
 			r.giveBack(seq)
-			return fmt.Errorf("pubsubio: split %d of %s could not claim a message: %w", r.split.Index, r.split.Subscription, rt.GetError())
+			return nil, fmt.Errorf("pubsubio: split %d of %s could not claim a message: %w", r.split.Index, r.split.Subscription, rt.GetError())
+		}
+		claimed = append(claimed, d.ackID)
+		if decodeErr != nil {
+			if fn.Cfg.DecodePolicy == DecodeDeadLetter {
+				f := dlq.New(dlq.StageDecode, d.msg, decodeErr, d.msg.DeliveryAttempt, r.now())
+				f.Subscription = d.msg.Subscription
+				dead(mtime.FromTime(d.fallbackEventTime()), f)
+			}
+			continue
 		}
 		emit(mtime.FromTime(d.eventTime), d.msg)
 		if d.eventTime.After(newest) {
@@ -224,5 +252,23 @@ func (fn *readFn) emitBatch(r *splitReader, st *stats, rt *sdf.LockRTracker, seq
 		}
 	}
 	r.noteEmitted(newest)
-	return nil
+	return claimed, nil
+}
+
+// decodeError returns why d cannot be emitted as a message: a malformed
+// timestamp attribute, or a payload that does not hold Cfg.Format.
+func (fn *readFn) decodeError(d *delivery) error {
+	if d.eventErr != nil {
+		return d.eventErr
+	}
+	return fn.Cfg.Format.Check(d.msg.Data)
+}
+
+// fallbackEventTime is d's event time, or its publish time when the
+// timestamp attribute did not parse.
+func (d *delivery) fallbackEventTime() time.Time {
+	if d.eventErr != nil {
+		return d.msg.PublishTime
+	}
+	return d.eventTime
 }

@@ -409,6 +409,15 @@ func (r *splitReader) giveBack(fromSeq int64) {
 	}
 }
 
+// nackOne nacks one pending delivery at once, through its subscriber, so
+// that Pub/Sub counts the delivery attempt and redelivers it (or forwards it
+// to the subscription's dead-letter topic) without waiting for a deadline.
+func (r *splitReader) nackOne(d *delivery, reason counter) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.settleLocked(d, nackIt, reason)
+}
+
 // giveBackAllLocked takes everything held out of the split, counting it
 // under reason, and returns the ack IDs to nack once the subscriber
 // stopped (see handBack).

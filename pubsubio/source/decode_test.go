@@ -1,0 +1,265 @@
+package source
+
+import (
+	"strings"
+	"testing"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+)
+
+// decodeBatch is one bundle's worth of deliveries where the third payload
+// is not JSON (after two that are) and the fifth has a malformed timestamp
+// attribute, each followed by a good message.
+type decodeBatch struct {
+	h       *readerHarness
+	fn      *readFn
+	rt      *sdf.LockRTracker
+	handles map[string]*fakeHandle
+	emitted []string
+	dead    []dlq.FailedMessage
+}
+
+// poisonData is what the poison messages carry.
+var poisonData = map[string]string{"bad-json": `{"n":`, "bad-ts": `{}`}
+
+// newDecodeBatch delivers the batch to a reader reading JSON with a
+// timestamp attribute under policy, after edit.
+func newDecodeBatch(t *testing.T, policy DecodePolicy, edit func(*Config)) *decodeBatch {
+	t.Helper()
+	cfg := testConfig(t, func(c *Config) {
+		c.Format = model.FormatJSON
+		c.DecodePolicy = policy
+		c.TimestampAttribute = "ts"
+		if edit != nil {
+			edit(c)
+		}
+	})
+	b := &decodeBatch{
+		h:       newReaderHarness(t, cfg),
+		fn:      &readFn{Cfg: cfg},
+		rt:      sdf.NewLockRTracker(newTracker(Restriction{}, processID)),
+		handles: map[string]*fakeHandle{},
+	}
+	run := b.h.poll()
+	attempt := 3
+	for _, m := range []*pubsub.Message{
+		msg("good-0", `{"n":0}`),
+		msg("good-1", `[1]`),
+		{ID: "bad-json", Data: []byte(poisonData["bad-json"]), DeliveryAttempt: &attempt, PublishTime: msg("", "").PublishTime},
+		msg("good-2", `"two"`),
+		{ID: "bad-ts", Data: []byte(poisonData["bad-ts"]), Attributes: map[string]string{"ts": "yesterday"}, PublishTime: msg("", "").PublishTime},
+		msg("good-3", `3`),
+	} {
+		b.handles[m.ID] = &fakeHandle{}
+		deliverTo(b.h.r, run, m, b.handles[m.ID], "ack-"+m.ID)
+	}
+	return b
+}
+
+// process drains and emits the batch as one bundle of the read SDF would.
+func (b *decodeBatch) process() ([]string, error) {
+	batch := b.h.r.drain(100, 1)
+	return b.fn.emitBatch(b.h.r, b.h.stats, b.rt, 1, batch,
+		func(_ beam.EventTime, m model.Message) { b.emitted = append(b.emitted, m.ID) },
+		func(_ beam.EventTime, f dlq.FailedMessage) { b.dead = append(b.dead, f) })
+}
+
+// commit acks what the bundle claimed, as the split's next bundle does.
+func (b *decodeBatch) commit(claimed []string) { b.h.r.ack(claimed) }
+
+var goodIDs = []string{"good-0", "good-1", "good-2", "good-3"}
+
+func (b *decodeBatch) checkGoodAcked(t *testing.T) {
+	t.Helper()
+	if diff := cmp.Diff(goodIDs, b.emitted); diff != "" {
+		t.Errorf("emitted messages (-want +got):\n%s", diff)
+	}
+	for _, id := range goodIDs {
+		b.handles[id].check(t, id, 1, 0)
+	}
+}
+
+func TestDecodeFailFailsTheBundleNamingTheMessage(t *testing.T) {
+	b := newDecodeBatch(t, DecodeFail, nil)
+	_, err := b.process()
+	if err == nil {
+		t.Fatal("the bundle did not fail")
+	}
+	for _, want := range []string{"bad-json", "not JSON", "redelivered", string(DecodeDeadLetter)} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	// What the failed bundle emitted before the poison message, and the
+	// poison message itself, go back at once; the rest waits for the next
+	// bundle, which fails again until the publisher is fixed.
+	for _, id := range []string{"good-0", "good-1", "bad-json"} {
+		b.handles[id].check(t, id, 0, 1)
+	}
+	b.h.checkCount("decode_failures", decodeFailures, 1)
+}
+
+func TestDecodeFailOnAMalformedTimestamp(t *testing.T) {
+	b := newDecodeBatch(t, DecodeFail, func(c *Config) { c.Format = model.FormatBytes }) // only the timestamp fails
+	_, err := b.process()
+	if err == nil || !strings.Contains(err.Error(), "bad-ts") || !strings.Contains(err.Error(), `"yesterday"`) {
+		t.Fatalf("error %v does not name message bad-ts and its attribute value", err)
+	}
+}
+
+func TestDecodeDropAcksWithTheBundleAndEmitsNothing(t *testing.T) {
+	b := newDecodeBatch(t, DecodeDrop, nil)
+	claimed, err := b.process()
+	if err != nil {
+		t.Fatalf("process: %v", err)
+	}
+	if len(claimed) != 6 {
+		t.Errorf("claimed %d ack IDs, want all 6", len(claimed))
+	}
+	for _, id := range []string{"bad-json", "bad-ts"} {
+		b.handles[id].check(t, id+" before the commit", 0, 0)
+	}
+	b.commit(claimed)
+	b.checkGoodAcked(t)
+	for _, id := range []string{"bad-json", "bad-ts"} {
+		b.handles[id].check(t, id, 1, 0)
+	}
+	if len(b.dead) != 0 {
+		t.Errorf("%d dead letters, want none", len(b.dead))
+	}
+	b.h.checkCount("decode_failures", decodeFailures, 2)
+}
+
+func TestDecodeNackNacksAtOnceAndDoesNotAckLater(t *testing.T) {
+	b := newDecodeBatch(t, DecodeNack, nil)
+	claimed, err := b.process()
+	if err != nil {
+		t.Fatalf("process: %v", err)
+	}
+	// Nacked during the bundle, before any commit.
+	for _, id := range []string{"bad-json", "bad-ts"} {
+		b.handles[id].check(t, id, 0, 1)
+	}
+	for _, id := range claimed {
+		if strings.HasPrefix(id, "ack-bad") {
+			t.Errorf("claimed %s: it would be acked after its nack", id)
+		}
+	}
+	b.commit(claimed)
+	b.checkGoodAcked(t)
+	for _, id := range []string{"bad-json", "bad-ts"} {
+		b.handles[id].check(t, id+" after the commit", 0, 1)
+	}
+	b.h.checkCount("decode_failures", decodeFailures, 2)
+	b.h.checkCount("messages_nacked_decode", nackedDecode, 2)
+}
+
+func TestDecodeDeadLetterEmitsFailedMessagesAndAcksThem(t *testing.T) {
+	b := newDecodeBatch(t, DecodeDeadLetter, nil)
+	claimed, err := b.process()
+	if err != nil {
+		t.Fatalf("process: %v", err)
+	}
+	b.commit(claimed)
+	b.checkGoodAcked(t)
+	for _, id := range []string{"bad-json", "bad-ts"} {
+		b.handles[id].check(t, id, 1, 0)
+	}
+	if len(b.dead) != 2 {
+		t.Fatalf("%d dead letters, want 2", len(b.dead))
+	}
+	sub := b.fn.Cfg.Subscriptions[0]
+	for i, want := range []struct {
+		id, why  string
+		attempts int
+	}{{"bad-json", "not JSON", 3}, {"bad-ts", "yesterday", 0}} {
+		f := b.dead[i]
+		if f.Message.ID != want.id || f.Stage != dlq.StageDecode || f.Subscription != sub || f.Attempts != want.attempts ||
+			!strings.Contains(f.Error, want.why) || f.Code != "" || f.Time.IsZero() {
+			t.Errorf("dead letter %d = %+v; want message %s, stage decode, subscription %s, %d attempts, an error saying %q", i, f, want.id, sub, want.attempts, want.why)
+		}
+		if got := f.Original(); got.Subscription != sub || string(got.Data) != poisonData[want.id] {
+			t.Errorf("dead letter %d's original = %+v", i, got)
+		}
+	}
+	b.h.checkCount("decode_failures", decodeFailures, 2)
+}
+
+func TestDecodeBytesFormatAcceptsAnything(t *testing.T) {
+	b := newDecodeBatch(t, DecodeFail, func(c *Config) {
+		c.Format = model.FormatBytes
+		c.TimestampAttribute = ""
+	})
+	claimed, err := b.process()
+	if err != nil || len(claimed) != 6 {
+		t.Fatalf("process: %d claimed, %v; want 6 and no error", len(claimed), err)
+	}
+}
+
+func TestDecodeConfigRejectsUnknownFormatAndPolicy(t *testing.T) {
+	cfg := validConfig()
+	cfg.Format = "XML"
+	cfg.DecodePolicy = "RETRY"
+	_, err := cfg.withDefaults()
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{`Format: "XML" is not a known format`, `DecodePolicy "RETRY" is unknown`, string(DecodeDeadLetter)} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	cfg, err = validConfig().withDefaults()
+	if err != nil || cfg.Format != model.FormatBytes || cfg.DecodePolicy != DecodeFail {
+		t.Errorf("defaults: format %q, policy %q, %v; want BYTES and FAIL", cfg.Format, cfg.DecodePolicy, err)
+	}
+}
+
+func TestReadRejectsDeadLetterPolicy(t *testing.T) {
+	cfg := validConfig()
+	cfg.DecodePolicy = DecodeDeadLetter
+	_, s := beam.NewPipelineWithRoot()
+	if _, err := TryRead(s, cfg); err == nil || !strings.Contains(err.Error(), "ReadWithDeadLetters") {
+		t.Errorf("TryRead under DeadLetter: %v; want an error pointing at ReadWithDeadLetters", err)
+	}
+	if _, _, err := TryReadWithDeadLetters(s, cfg); err != nil {
+		t.Errorf("TryReadWithDeadLetters: %v", err)
+	}
+}
+
+func TestNackPolicyNeedsADeadLetterPolicy(t *testing.T) {
+	cfg := testConfig(t, func(c *Config) { c.DecodePolicy = DecodeNack })
+	name := "projects/p/subscriptions/s"
+	errs := rejection(cfg, name, &pubsubpb.Subscription{Name: name})
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), name) || !strings.Contains(errs[0].Error(), "redelivered forever") {
+		t.Errorf("rejection without a dead-letter policy = %v; want one naming %s and saying why", errs, name)
+	}
+	withPolicy := &pubsubpb.Subscription{Name: name, DeadLetterPolicy: &pubsubpb.DeadLetterPolicy{DeadLetterTopic: "projects/p/topics/dead", MaxDeliveryAttempts: 5}}
+	if errs := rejection(cfg, name, withPolicy); len(errs) != 0 {
+		t.Errorf("rejection with a dead-letter policy = %v", errs)
+	}
+	if errs := rejection(testConfig(t, nil), name, &pubsubpb.Subscription{Name: name}); len(errs) != 0 {
+		t.Errorf("rejection under DecodeFail = %v", errs)
+	}
+
+	sub := model.SubscriptionOf(testProject, "poisoned")
+	topic := model.TopicOf(testProject, "events")
+	bad := validConfig()
+	bad.Subscriptions = []model.Subscription{sub}
+	bad.DecodePolicy = DecodeNack
+	bad.Setup = []SubscriptionSetup{{Subscription: sub, Create: SubscriptionCreateOptions{Topic: topic}}}
+	if _, err := bad.withDefaults(); err == nil || !strings.Contains(err.Error(), "Setup[0].Create") || !strings.Contains(err.Error(), "DeadLetterTopic") {
+		t.Errorf("construction with create options without DeadLetterTopic under Nack: %v; want an error saying to set it", err)
+	}
+	errs = createRejection(cfg, "Setup[0].Create", sub, SubscriptionCreateOptions{Topic: topic, DeadLetterTopic: model.TopicOf(testProject, "dead")})
+	if len(errs) != 0 {
+		t.Errorf("createRejection with DeadLetterTopic = %v", errs)
+	}
+}
