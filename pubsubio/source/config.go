@@ -190,7 +190,8 @@ type Config struct {
 
 	// MaxMessages makes the read bounded: it finishes after emitting this
 	// many messages from each subscription, shared evenly among the
-	// subscription's splits. A split that cannot reach its share waits, so
+	// subscription's splits. Messages dropped or dead-lettered under
+	// DecodePolicy count (they are consumed); nacked ones do not. A split that cannot reach its share waits, so
 	// combine with IdleTimeout when the backlog may be smaller. 0: no count
 	// bound.
 	MaxMessages int64
