@@ -84,6 +84,7 @@ func (b *decodeBatch) checkGoodAcked(t *testing.T) {
 	for _, id := range goodIDs {
 		b.handles[id].check(t, id, 1, 0)
 	}
+	b.h.checkCount("messages_emitted", messagesEmitted, int64(len(goodIDs)))
 }
 
 func TestDecodeFailFailsTheBundleNamingTheMessage(t *testing.T) {

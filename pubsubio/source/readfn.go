@@ -247,6 +247,7 @@ func (fn *readFn) emitBatch(r *splitReader, st *stats, rt *sdf.LockRTracker, seq
 			continue
 		}
 		emit(mtime.FromTime(d.eventTime), d.msg)
+		st.add(messagesEmitted, 1)
 		if d.eventTime.After(newest) {
 			newest = d.eventTime
 		}
