@@ -4,6 +4,8 @@
 // Read returns the messages of one or more subscriptions and acks each one
 // only after the runner has committed the bundle that emitted it, so a crash
 // or a failed bundle loses nothing: Pub/Sub redelivers (at-least-once).
+// A message whose payload does not hold the read's Format follows its
+// DecodePolicy; ReadWithDeadLetters also returns those it dead-lettered.
 // Write publishes messages, batched per destination topic, and lets a
 // bundle commit only after Pub/Sub confirmed every message it published.
 //

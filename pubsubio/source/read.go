@@ -12,7 +12,9 @@ import (
 
 // Read reads cfg.Subscriptions and returns a PCollection<model.Message>
 // whose event time is each message's publish time (or TimestampAttribute).
-// It panics on an invalid configuration; TryRead returns the error.
+// It rejects DecodePolicy DecodeDeadLetter, whose dead letters it has no
+// output for: use ReadWithDeadLetters. It panics on an invalid
+// configuration; TryRead returns the error.
 func Read(s beam.Scope, cfg Config) beam.PCollection {
 	col, err := TryRead(s, cfg)
 	if err != nil {
