@@ -52,9 +52,12 @@ type poisoned struct {
 	poison []string // IDs: a non-JSON payload, then a malformed timestamp
 }
 
-func newPoisoned(t *testing.T, prefix string) *poisoned {
+// newPoisoned publishes to a new topic on e (the emulator when nil).
+func newPoisoned(t *testing.T, e *emulator.Emulator, prefix string) *poisoned {
 	t.Helper()
-	e := emulator.Require(t)
+	if e == nil {
+		e = emulator.Require(t)
+	}
 	topic := e.CreateTopic(t, prefix)
 	p := &poisoned{e: e, topic: topic, sub: parseSubs(t, e.CreateSubscription(t, topic, prefix, 10*time.Second))[0]}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -134,7 +137,7 @@ func (p *poisoned) runRead(t *testing.T, cfg pubsubio.ReadConfig) (msgs, dead st
 }
 
 func TestDecodeDeadLetterEndsOnTheDeadLetterOutput(t *testing.T) {
-	p := newPoisoned(t, "decode-dead")
+	p := newPoisoned(t, nil, "decode-dead")
 	msgs, dead, res := p.runRead(t, p.config(pubsubio.DecodeDeadLetter))
 	checkAll(t, "messages", msgs, p.good)
 	var want []string
@@ -151,7 +154,7 @@ func TestDecodeDeadLetterEndsOnTheDeadLetterOutput(t *testing.T) {
 }
 
 func TestDecodeDropEmitsOnlyGoodMessages(t *testing.T) {
-	p := newPoisoned(t, "decode-drop")
+	p := newPoisoned(t, nil, "decode-drop")
 	msgs, dead, res := p.runRead(t, p.config(pubsubio.DecodeDrop))
 	checkAll(t, "messages", msgs, p.good)
 	got := tally(t, msgs)
@@ -168,18 +171,14 @@ func TestDecodeDropEmitsOnlyGoodMessages(t *testing.T) {
 	}
 }
 
-// Under Fail the job fails naming a poison message, which goes back to
-// Pub/Sub: a second run under DeadLetter still finds every poison message,
-// so nothing was lost.
-func TestDecodeFailFailsTheJobAndLosesNothing(t *testing.T) {
-	p := newPoisoned(t, "decode-fail")
+// Under Fail the job fails naming a poison message and acks no poison
+// message: Pub/Sub still has every one. On the pstest-backed fake, for its
+// per-message ack counts.
+func TestDecodeFailFailsTheJobAndAcksNoPoison(t *testing.T) {
+	e, srv := emulator.Fake(t)
+	p := newPoisoned(t, e, "decode-fail")
 	pl, s := beam.NewPipelineWithRoot()
-	first := collect.Bucket(t)
-	failing := p.config(pubsubio.DecodeFail)
-	// The failed job's split, left in this process, gives everything it
-	// holds back once idle for a second, rather than after two minutes.
-	failing.LeaseIdle = time.Second
-	collect.Into(s, first, beam.ParDo(s, messageID, pubsubio.Read(s, failing)))
+	pubsubio.Read(s, p.config(pubsubio.DecodeFail))
 	err := runFails(t, pl)
 	named := false
 	for _, id := range p.poison {
@@ -188,23 +187,10 @@ func TestDecodeFailFailsTheJobAndLosesNothing(t *testing.T) {
 	if !named || !strings.Contains(err.Error(), "cannot be decoded") {
 		t.Fatalf("error %q does not name a poison message %v and say it cannot be decoded", err, p.poison)
 	}
-
-	cfg := p.config(pubsubio.DecodeDeadLetter)
-	cfg.MaxMessages = 0 // some good messages were committed by the first run
-	msgs, dead, _ := p.runRead(t, cfg)
-	all := map[string]bool{}
-	for _, b := range []string{first, msgs} {
-		for id := range tally(t, b) {
-			all[id] = true
+	for _, id := range p.poison {
+		if m := srv.Message(id); m.Acks != 0 {
+			t.Errorf("poison message %s acked %d times under Fail; want it left to Pub/Sub", id, m.Acks)
 		}
-	}
-	for _, id := range p.good {
-		if !all[id] {
-			t.Errorf("good message %s was never emitted by either run", id)
-		}
-	}
-	if got := tally(t, dead); len(got) != len(p.poison) {
-		t.Errorf("second run's dead letters %v; want the %d poison messages", got, len(p.poison))
 	}
 }
 
@@ -215,7 +201,7 @@ func TestDecodeFailFailsTheJobAndLosesNothing(t *testing.T) {
 // TestDecodeNackOnPrism covers the same on pstest, with per-message ack
 // counts.
 func TestDecodeNackLeavesPoisonToTheSubscriptionsDeadLetterPolicy(t *testing.T) {
-	p := newPoisoned(t, "decode-nack")
+	p := newPoisoned(t, nil, "decode-nack")
 	deadTopic := p.e.CreateTopic(t, "decode-nack-dead")
 	deadSub := p.e.CreateSubscription(t, deadTopic, "decode-nack-dead", 10*time.Second)
 	client := p.e.Client(t)
@@ -251,4 +237,20 @@ func TestDecodeNackLeavesPoisonToTheSubscriptionsDeadLetterPolicy(t *testing.T) 
 	if _, ok := got[`{"n":`]; !ok {
 		t.Errorf("the non-JSON payload did not reach the dead-letter topic; got %d payloads", len(got))
 	}
+}
+
+// Under Nack, a subscription without a dead-letter policy fails the job in
+// the prepare step, naming the subscription and why.
+func TestDecodeNackPrepareRejectsSubscriptionWithoutDeadLetterPolicy(t *testing.T) {
+	e := emulator.Require(t)
+	topic := e.CreateTopic(t, "prep-nack")
+	sub := parseSubs(t, e.CreateSubscription(t, topic, "prep-nack", 0))[0]
+	p, _ := readInto(t, pubsubio.ReadConfig{
+		Subscriptions: []pubsubio.Subscription{sub},
+		DecodePolicy:  pubsubio.DecodeNack,
+		IdleTimeout:   time.Minute,
+		Connection:    pubsubio.Connection{EmulatorEndpoint: e.Endpoint},
+	}, nil)
+	err := runFails(t, p)
+	wantInError(t, err, sub.String(), "no dead-letter policy", "redelivered forever")
 }

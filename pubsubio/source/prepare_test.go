@@ -79,6 +79,9 @@ func TestPrepareRejections(t *testing.T) {
 			[]string{sub.String(), "message ordering is disabled", "PER_KEY", "fixed at creation", "Ordering NONE"}},
 		{"exactly-once delivery", []*pubsubpb.Subscription{existingSub(sub, func(s *pubsubpb.Subscription) { s.EnableExactlyOnceDelivery = true })},
 			nil, []string{sub.String(), "exactly-once delivery is enabled", "ack IDs expire", "--no-enable-exactly-once-delivery"}},
+		{"NACK without a dead-letter policy", []*pubsubpb.Subscription{existingSub(sub, nil)},
+			func(c *Config) { c.DecodePolicy = DecodeNack },
+			[]string{sub.String(), "no dead-letter policy", "redelivered forever", "--dead-letter-topic", "DecodePolicy DEAD_LETTER"}},
 		{"missing without create options", nil, nil,
 			[]string{sub.String(), "does not exist", "no create options", "Setup", "Create.Topic"}},
 	}
