@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/option"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -284,34 +285,27 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.FailurePolicy == "" {
 		cfg.FailurePolicy = PolicyFail
 	}
-	setDefault(&cfg.MaxInFlightMessages, DefaultMaxInFlightMessages)
-	setDefault(&cfg.MaxInFlightBytes, DefaultMaxInFlightBytes)
-	setDefault(&cfg.MaxActivePublishers, DefaultMaxActivePublishers)
-	setDefault(&cfg.DestinationIdleTimeout, DefaultDestinationIdleTimeout)
-	setDefault(&cfg.PublishProgressTimeout, DefaultPublishProgressTimeout)
-	setDefault(&cfg.ShutdownTimeout, DefaultShutdownTimeout)
-	setDefault(&cfg.RecoveryInitialBackoff, DefaultRecoveryInitialBackoff)
-	setDefault(&cfg.RecoveryMaxBackoff, DefaultRecoveryMaxBackoff)
-	setDefault(&cfg.RecoveryMaxAttempts, DefaultRecoveryMaxAttempts)
-	setDefault(&cfg.RecoveryJitter, DefaultRecoveryJitter)
-	setDefault(&cfg.MaxConsecutiveRejections, DefaultMaxConsecutiveRejections)
+	option.Default(&cfg.MaxInFlightMessages, DefaultMaxInFlightMessages)
+	option.Default(&cfg.MaxInFlightBytes, DefaultMaxInFlightBytes)
+	option.Default(&cfg.MaxActivePublishers, DefaultMaxActivePublishers)
+	option.Default(&cfg.DestinationIdleTimeout, DefaultDestinationIdleTimeout)
+	option.Default(&cfg.PublishProgressTimeout, DefaultPublishProgressTimeout)
+	option.Default(&cfg.ShutdownTimeout, DefaultShutdownTimeout)
+	option.Default(&cfg.RecoveryInitialBackoff, DefaultRecoveryInitialBackoff)
+	option.Default(&cfg.RecoveryMaxBackoff, DefaultRecoveryMaxBackoff)
+	option.Default(&cfg.RecoveryMaxAttempts, DefaultRecoveryMaxAttempts)
+	option.Default(&cfg.RecoveryJitter, DefaultRecoveryJitter)
+	option.Default(&cfg.MaxConsecutiveRejections, DefaultMaxConsecutiveRejections)
 	p := &cfg.Publisher
-	setDefault(&p.DelayThreshold, DefaultDelayThreshold)
-	setDefault(&p.CountThreshold, DefaultCountThreshold)
-	setDefault(&p.ByteThreshold, DefaultByteThreshold)
-	setDefault(&p.Timeout, DefaultPublishTimeout)
-	setDefault(&p.CompressionBytesThreshold, DefaultCompressionBytesThreshold)
-	setDefault(&p.RetryInitialBackoff, DefaultRetryInitialBackoff)
-	setDefault(&p.RetryMaxBackoff, DefaultRetryMaxBackoff)
-	setDefault(&p.RetryMultiplier, DefaultRetryMultiplier)
+	option.Default(&p.DelayThreshold, DefaultDelayThreshold)
+	option.Default(&p.CountThreshold, DefaultCountThreshold)
+	option.Default(&p.ByteThreshold, DefaultByteThreshold)
+	option.Default(&p.Timeout, DefaultPublishTimeout)
+	option.Default(&p.CompressionBytesThreshold, DefaultCompressionBytesThreshold)
+	option.Default(&p.RetryInitialBackoff, DefaultRetryInitialBackoff)
+	option.Default(&p.RetryMaxBackoff, DefaultRetryMaxBackoff)
+	option.Default(&p.RetryMultiplier, DefaultRetryMultiplier)
 	return cfg, cfg.validate()
-}
-
-func setDefault[T comparable](field *T, def T) {
-	var zero T
-	if *field == zero {
-		*field = def
-	}
 }
 
 func (cfg Config) validate() error {

@@ -8,6 +8,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/option"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -230,31 +231,24 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Finalization == "" {
 		cfg.Finalization = FinalizationAuto
 	}
-	setDefault(&cfg.Format, model.FormatBytes)
-	setDefault(&cfg.DecodePolicy, DecodeFail)
-	setDefault(&cfg.Splits, 1)
-	setDefault(&cfg.MaxOutstandingMessages, DefaultMaxOutstandingMessages)
-	setDefault(&cfg.MaxOutstandingBytes, DefaultMaxOutstandingBytes)
-	setDefault(&cfg.MaxExtension, DefaultMaxExtension)
-	setDefault(&cfg.ParallelPullCount, DefaultParallelPullCount)
-	setDefault(&cfg.ShutdownTimeout, DefaultShutdownTimeout)
-	setDefault(&cfg.MaxRecordsPerBundle, DefaultMaxRecordsPerBundle)
-	setDefault(&cfg.BufferMaxMessages, DefaultBufferMaxMessages)
-	setDefault(&cfg.BufferMaxBytes, DefaultBufferMaxBytes)
-	setDefault(&cfg.LeaseIdle, DefaultLeaseIdle)
-	setDefault(&cfg.PollDelay, DefaultPollDelay)
-	setDefault(&cfg.WatermarkWindow, DefaultWatermarkWindow)
-	setDefault(&cfg.WatermarkIdle, DefaultWatermarkIdle)
-	setDefault(&cfg.WatermarkLateness, DefaultWatermarkLateness)
+	option.Default(&cfg.Format, model.FormatBytes)
+	option.Default(&cfg.DecodePolicy, DecodeFail)
+	option.Default(&cfg.Splits, 1)
+	option.Default(&cfg.MaxOutstandingMessages, DefaultMaxOutstandingMessages)
+	option.Default(&cfg.MaxOutstandingBytes, DefaultMaxOutstandingBytes)
+	option.Default(&cfg.MaxExtension, DefaultMaxExtension)
+	option.Default(&cfg.ParallelPullCount, DefaultParallelPullCount)
+	option.Default(&cfg.ShutdownTimeout, DefaultShutdownTimeout)
+	option.Default(&cfg.MaxRecordsPerBundle, DefaultMaxRecordsPerBundle)
+	option.Default(&cfg.BufferMaxMessages, DefaultBufferMaxMessages)
+	option.Default(&cfg.BufferMaxBytes, DefaultBufferMaxBytes)
+	option.Default(&cfg.LeaseIdle, DefaultLeaseIdle)
+	option.Default(&cfg.PollDelay, DefaultPollDelay)
+	option.Default(&cfg.WatermarkWindow, DefaultWatermarkWindow)
+	option.Default(&cfg.WatermarkIdle, DefaultWatermarkIdle)
+	option.Default(&cfg.WatermarkLateness, DefaultWatermarkLateness)
 	cfg.setupWithDefaults()
 	return cfg, cfg.validate()
-}
-
-func setDefault[T comparable](field *T, def T) {
-	var zero T
-	if *field == zero {
-		*field = def
-	}
 }
 
 func (cfg Config) validate() error {
