@@ -1,0 +1,81 @@
+package sample
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/metricsx"
+	jobpb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/jobmanagement_v1"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Jobs reads the live metrics of jobs on the Prism job server this process
+// runs pipelines on. Beam metrics reach a PipelineResult only when a
+// pipeline returns, which an unbounded read never does on its own; the job
+// server has them while the job runs (Prism aggregates them from every
+// finished bundle).
+type Jobs struct {
+	conn   *grpc.ClientConn
+	client jobpb.JobServiceClient
+}
+
+// ConnectJobs connects to the job server at the -endpoint flag, which Beam's
+// Prism runner sets when it starts its in-process server on the first
+// beamx.Run of the process. Call it once a pipeline has been submitted.
+func ConnectJobs() (*Jobs, error) {
+	ep := *jobopts.Endpoint
+	if ep == "" {
+		return nil, fmt.Errorf("sample: no job server endpoint: submit a pipeline on Prism (beamx.Run) before reading its metrics")
+	}
+	conn, err := grpc.NewClient(ep, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("sample: connecting to the job server at %s: %w", ep, err)
+	}
+	return &Jobs{conn: conn, client: jobpb.NewJobServiceClient(conn)}, nil
+}
+
+// Close closes the connection to the job server.
+func (j *Jobs) Close() error { return j.conn.Close() }
+
+// Running returns the IDs of the jobs in the RUNNING state, sorted.
+func (j *Jobs) Running(ctx context.Context) ([]string, error) {
+	res, err := j.client.GetJobs(ctx, &jobpb.GetJobsRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("sample: listing jobs: %w", err)
+	}
+	var ids []string
+	for _, info := range res.GetJobInfo() {
+		if info.GetState() == jobpb.JobState_RUNNING {
+			ids = append(ids, info.GetJobId())
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// Metrics returns a job's user metrics in namespace, by name, summed over
+// steps: counters' attempted values and gauges' latest values. Attempted,
+// not committed, because a running job's bundles are what is being watched.
+func (j *Jobs) Metrics(ctx context.Context, jobID, namespace string) (map[string]int64, error) {
+	res, err := j.client.GetJobMetrics(ctx, &jobpb.GetJobMetricsRequest{JobId: jobID})
+	if err != nil {
+		return nil, fmt.Errorf("sample: metrics of job %s: %w", jobID, err)
+	}
+	m := res.GetMetrics()
+	all := metricsx.FromMonitoringInfos(nil, m.GetAttempted(), m.GetCommitted()).AllMetrics()
+	out := map[string]int64{}
+	for _, c := range all.Counters() {
+		if c.Namespace() == namespace {
+			out[c.Name()] += c.Attempted
+		}
+	}
+	for _, g := range all.Gauges() {
+		if g.Namespace() == namespace {
+			out[g.Name()] += g.Attempted.Value
+		}
+	}
+	return out, nil
+}
