@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -53,8 +54,10 @@ func Dial(ctx context.Context, s Settings) (*grpc.ClientConn, error) {
 
 	if s.EmulatorEndpoint != "" {
 		// "dns:///" keeps a host that happens to be a gRPC scheme name
-		// ("unix:8085") from being read as one.
-		conn, err := grpc.NewClient("dns:///"+s.EmulatorEndpoint,
+		// ("unix:8085") from being read as one. gRPC parses the target as a
+		// URL, so the "%" of an IPv6 zone ("[fe80::1%eth0]:8085"), which
+		// Validate accepts, is escaped; the resolver gets it back unescaped.
+		conn, err := grpc.NewClient("dns:///"+strings.ReplaceAll(s.EmulatorEndpoint, "%", "%25"),
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			maxRecv)
 		if err != nil {

@@ -107,10 +107,10 @@ func encode(f FailedMessage, topic model.Topic, withoutData bool) model.Message 
 	}
 	e.set(AttrStage, string(f.Stage))
 	if !f.Subscription.IsZero() {
-		e.set(AttrSubscription, f.Subscription.String())
+		e.setName(AttrSubscription, f.Subscription.Project, f.Subscription.ID, f.Subscription.String())
 	}
 	if !f.Topic.IsZero() {
-		e.set(AttrTopic, f.Topic.String())
+		e.setName(AttrTopic, f.Topic.Project, f.Topic.ID, f.Topic.String())
 	}
 	e.set(AttrCode, f.Code)
 	if f.Error != "" {
@@ -165,10 +165,29 @@ func (e *envelope) set(key, v string) {
 	}
 }
 
-func (e *envelope) setTime(key string, t time.Time) {
-	if !t.IsZero() {
-		e.attrs[key] = t.UTC().Format(time.RFC3339Nano)
+// setName sets a resource name, unless a "/" inside project or id would
+// make it split differently when Decode reads it back (such a name was never
+// a valid one; found by FuzzEncodeDecode).
+func (e *envelope) setName(key, project, id, name string) {
+	if strings.Contains(project, "/") || strings.Contains(id, "/") {
+		e.omit("%s (%d bytes): a project or ID containing \"/\" is not a resource name", key, len(name))
+		return
 	}
+	e.set(key, name)
+}
+
+// setTime sets t in RFC 3339, which has four-digit years only: a time
+// outside years 0-9999 in UTC would make an attribute Decode cannot parse
+// (found by FuzzDecode), so it is left out instead.
+func (e *envelope) setTime(key string, t time.Time) {
+	if t.IsZero() {
+		return
+	}
+	if y := t.UTC().Year(); y < 0 || y > 9999 {
+		e.omit("%s: year %d is outside RFC 3339's 0-9999", key, y)
+		return
+	}
+	e.attrs[key] = t.UTC().Format(time.RFC3339Nano)
 }
 
 func (e *envelope) setInt(key string, n int) {

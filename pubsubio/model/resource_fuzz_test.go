@@ -1,0 +1,171 @@
+package model
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The properties below restate Pub/Sub's naming rules by hand, without the
+// package's regular expressions, so a fuzzed name that the parser accepts
+// and the rules refuse (or the reverse) shows up as a disagreement.
+
+// projectIDOK is Google Cloud's project ID rule: 6-30 characters of
+// lowercase letters, digits and hyphens, starting with a letter and not
+// ending with a hyphen, optionally behind a legacy "domain:" prefix.
+func projectIDOK(p string) bool {
+	if i := strings.LastIndexByte(p, ':'); i >= 0 {
+		domain := p[:i]
+		if domain == "" {
+			return false
+		}
+		for _, r := range domain {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '-') {
+				return false
+			}
+		}
+		p = p[i+1:]
+	}
+	if len(p) < 6 || len(p) > 30 || p[0] < 'a' || p[0] > 'z' || p[len(p)-1] == '-' {
+		return false
+	}
+	for _, r := range p {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// resourceIDOK is Pub/Sub's topic and subscription ID rule: 3-255
+// characters of letters, digits and -_.~+%, starting with a letter, not
+// starting with "goog" in any case.
+func resourceIDOK(id string) bool {
+	if len(id) < 3 || len(id) > 255 || strings.HasPrefix(strings.ToLower(id), "goog") {
+		return false
+	}
+	if c := id[0]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.~+%", r)) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkParse holds every property of one parse of name: the parser never
+// panics (the fuzzer reports a panic as a failure); it accepts exactly the
+// names of the form projects/P/<collection>/ID whose parts obey the rules;
+// an accepted name round-trips through String(); a rejected one gets an
+// error quoting the value at fault, the whole name or the bad part.
+func checkParse(t *testing.T, name, collection string, parse func(string) (string, error)) {
+	t.Helper()
+	got, err := parse(name)
+	parts := strings.Split(name, "/")
+	shaped := len(parts) == 4 && parts[0] == "projects" && parts[2] == collection
+	valid := shaped && projectIDOK(parts[1]) && resourceIDOK(parts[3])
+	if err == nil {
+		if !valid {
+			t.Fatalf("parsing %q succeeded, but the name breaks Pub/Sub's naming rules", name)
+		}
+		if got != name {
+			t.Fatalf("parsing %q then String() gives %q", name, got)
+		}
+		return
+	}
+	if valid {
+		t.Fatalf("parsing %q failed although the name obeys the rules: %v", name, err)
+	}
+	msg := err.Error()
+	if !shaped {
+		if !strings.Contains(msg, strconv.Quote(name)) {
+			t.Fatalf("error for malformed %q does not quote it: %v", name, err)
+		}
+		return
+	}
+	if !strings.Contains(msg, strconv.Quote(parts[1])) && !strings.Contains(msg, strconv.Quote(parts[3])) {
+		t.Fatalf("error for %q quotes neither the project nor the ID: %v", name, err)
+	}
+}
+
+func addNameSeeds(f *testing.F, collection string) {
+	for _, s := range []string{
+		"projects/my-project/" + collection + "/orders",
+		"projects/example.com:legacy-proj/" + collection + "/a.b~c+d%e_f-g",
+		"projects/my-project/" + collection + "/",
+		"projects/My-Project/" + collection + "/orders",
+		"projects/my-project/" + collection + "/goog-x",
+		"projects/my-project/" + collection + "/GOOGx",
+		"projects/my-proj-/" + collection + "/abc",
+		"projects/:my-project/" + collection + "/abc",
+		"projects/my-project/" + collection + "/orders/extra",
+		"projects/my-project/" + collection + "/ab\n",
+		"projects/my-project\n/" + collection + "/abc",
+		"projects/my-project/" + collection + "/" + strings.Repeat("a", 255),
+		"projects/my-project/" + collection + "/" + strings.Repeat("a", 256),
+		"projects/my-project/" + collection + "/ordérs",
+		"orders",
+		"",
+		"////",
+	} {
+		f.Add(s)
+	}
+}
+
+func FuzzParseSubscription(f *testing.F) {
+	addNameSeeds(f, "subscriptions")
+	f.Fuzz(func(t *testing.T, name string) {
+		checkParse(t, name, "subscriptions", func(n string) (string, error) {
+			s, err := ParseSubscription(n)
+			if err == nil && s.Validate() != nil {
+				t.Fatalf("ParseSubscription(%q) = %+v, which its own Validate rejects: %v", n, s, s.Validate())
+			}
+			return s.String(), err
+		})
+	})
+}
+
+func FuzzParseTopic(f *testing.F) {
+	addNameSeeds(f, "topics")
+	f.Fuzz(func(t *testing.T, name string) {
+		checkParse(t, name, "topics", func(n string) (string, error) {
+			tp, err := ParseTopic(n)
+			if err == nil && tp.Validate() != nil {
+				t.Fatalf("ParseTopic(%q) = %+v, which its own Validate rejects: %v", n, tp, tp.Validate())
+			}
+			return tp.String(), err
+		})
+	})
+}
+
+// FuzzValidateName covers the names built with TopicOf and SubscriptionOf,
+// whose parts may hold a "/" that a parsed name cannot: Validate accepts
+// exactly what the rules accept, and its error quotes the part at fault.
+func FuzzValidateName(f *testing.F) {
+	f.Add("my-project", "orders")
+	f.Add("my-project", "a/b")
+	f.Add("projects/x", "orders")
+	f.Add("example.com:legacy-proj", "goog")
+	f.Add("", "")
+	f.Fuzz(func(t *testing.T, project, id string) {
+		for _, err := range []error{TopicOf(project, id).Validate(), SubscriptionOf(project, id).Validate()} {
+			valid := projectIDOK(project) && resourceIDOK(id)
+			switch {
+			case err == nil && !valid:
+				t.Fatalf("Validate accepted project %q, ID %q, which break Pub/Sub's naming rules", project, id)
+			case err != nil && valid:
+				t.Fatalf("Validate rejected project %q, ID %q, which obey the rules: %v", project, id, err)
+			case err != nil:
+				bad := id
+				if !projectIDOK(project) {
+					bad = project
+				}
+				if !strings.Contains(err.Error(), strconv.Quote(bad)) {
+					t.Fatalf("Validate(%q, %q) error does not quote %q: %v", project, id, bad, err)
+				}
+			}
+		}
+	})
+}
