@@ -40,5 +40,5 @@ func TryWrite(s beam.Scope, cfg Config, msgs beam.PCollection) (beam.PCollection
 	if err != nil {
 		return beam.PCollection{}, fmt.Errorf("pubsubio.Write: %w", err)
 	}
-	return out[0], nil
+	return deadLetterOutput(s, out[0]), nil
 }
