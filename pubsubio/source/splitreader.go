@@ -42,6 +42,7 @@ type delivery struct {
 	eventTime time.Time
 	eventErr  error
 	arrived   time.Time
+	drained   time.Time // handed to a bundle to emit: where ack latency starts
 	state     deliveryState
 	seq       int64 // the bundle that emitted it, once pending
 }
@@ -280,13 +281,14 @@ func (r *splitReader) drain(max int, seq int64) []*delivery {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []*delivery
+	now := r.now()
 	i := 0
 	for ; i < len(r.buffer) && len(out) < max; i++ {
 		d := r.buffer[i]
 		if d.state != buffered {
 			continue
 		}
-		d.state, d.seq = pending, seq
+		d.state, d.seq, d.drained = pending, seq, now
 		r.buffered--
 		r.budget.release(1, d.size)
 		r.pending[d.ackID] = d
@@ -317,6 +319,7 @@ func (r *splitReader) ack(ackIDs []string) int {
 	for _, id := range ackIDs {
 		if d := r.pending[id]; d != nil {
 			r.settleLocked(d, ackIt, 0)
+			ackLatencies.record(now.Sub(d.drained))
 			r.recentAcks = append(r.recentAcks, recentAck{id: id, at: now})
 			n++
 		}
