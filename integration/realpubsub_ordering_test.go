@@ -44,9 +44,9 @@ func orderedMessages(keys, perKey int) []*pubsub.Message {
 }
 
 // readOrdered runs a PER_KEY read of sub under cfg (its Subscriptions and
-// Ordering are set here) on Prism, within 5 minutes, and
-// returns, per ordering key, the sequence numbers in the order the pipeline
-// saw them, with the job's metrics. The collecting step is fused into the
+// Ordering are set here) on Prism, within 5 minutes, and returns, per
+// ordering key, the sequence numbers in the order the pipeline saw them,
+// with the job's metrics. The collecting step is fused into the
 // read's bundles (Prism runs it inside emit), so that order is the read's
 // emission order.
 func readOrdered(t *testing.T, sub pubsubio.Subscription, cfg pubsubio.ReadConfig) (map[string][]int, beam.PipelineResult) {
