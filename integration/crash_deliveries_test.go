@@ -1,0 +1,145 @@
+package integration
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+// deliveryCounter is a gRPC proxy for Pub/Sub's Subscriber service in front
+// of the emulator. It forwards the calls a read makes and records the
+// distinct message IDs its streaming pulls delivered. It is how a test knows,
+// from the server's side and without a sleep, that a pipeline process has
+// received its whole backlog: the emulator itself reports nothing of the
+// sort.
+type deliveryCounter struct {
+	pubsubpb.UnimplementedSubscriberServer
+	upstream pubsubpb.SubscriberClient
+	Endpoint string // host:port the read connects to
+
+	mu        sync.Mutex
+	delivered map[string]bool
+	changed   chan struct{}
+}
+
+// startDeliveryCounter serves a deliveryCounter for emulatorEndpoint on a
+// free loopback port until the test ends.
+func startDeliveryCounter(t *testing.T, emulatorEndpoint string) *deliveryCounter {
+	t.Helper()
+	conn, err := grpc.NewClient(emulatorEndpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("delivery counter: dial emulator %s: %v", emulatorEndpoint, err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("delivery counter: listen: %v", err)
+	}
+	d := &deliveryCounter{
+		upstream:  pubsubpb.NewSubscriberClient(conn),
+		Endpoint:  lis.Addr().String(),
+		delivered: map[string]bool{},
+		changed:   make(chan struct{}),
+	}
+	srv := grpc.NewServer()
+	pubsubpb.RegisterSubscriberServer(srv, d)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(func() {
+		srv.Stop()
+		_ = conn.Close()
+	})
+	return d
+}
+
+// reset forgets what was delivered (before a new pipeline process starts).
+func (d *deliveryCounter) reset() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.delivered = map[string]bool{}
+}
+
+// awaitDelivered waits until n distinct messages were delivered since the
+// last reset or timeout passes, and returns how many were.
+func (d *deliveryCounter) awaitDelivered(n int, timeout time.Duration) int {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		d.mu.Lock()
+		got, changed := len(d.delivered), d.changed
+		d.mu.Unlock()
+		if got >= n {
+			return got
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return got
+		}
+	}
+}
+
+func (d *deliveryCounter) note(msgs []*pubsubpb.ReceivedMessage) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, m := range msgs {
+		d.delivered[m.GetMessage().GetMessageId()] = true
+	}
+	close(d.changed)
+	d.changed = make(chan struct{})
+}
+
+// StreamingPull relays one stream both ways. When the pipeline process
+// dies, its side's context ends, which cancels the emulator's side: the
+// emulator sees what it would see from the dead process itself.
+func (d *deliveryCounter) StreamingPull(down pubsubpb.Subscriber_StreamingPullServer) error {
+	ctx, cancel := context.WithCancel(down.Context())
+	defer cancel()
+	up, err := d.upstream.StreamingPull(ctx)
+	if err != nil {
+		return err
+	}
+	go func() {
+		for {
+			req, err := down.Recv()
+			if err != nil {
+				_ = up.CloseSend()
+				return
+			}
+			if err := up.Send(req); err != nil {
+				return
+			}
+		}
+	}()
+	for {
+		resp, err := up.Recv()
+		if err != nil {
+			return err
+		}
+		d.note(resp.GetReceivedMessages())
+		if err := down.Send(resp); err != nil {
+			return err
+		}
+	}
+}
+
+func (d *deliveryCounter) GetSubscription(ctx context.Context, req *pubsubpb.GetSubscriptionRequest) (*pubsubpb.Subscription, error) {
+	return d.upstream.GetSubscription(ctx, req)
+}
+
+func (d *deliveryCounter) Acknowledge(ctx context.Context, req *pubsubpb.AcknowledgeRequest) (*emptypb.Empty, error) {
+	return d.upstream.Acknowledge(ctx, req)
+}
+
+func (d *deliveryCounter) ModifyAckDeadline(ctx context.Context, req *pubsubpb.ModifyAckDeadlineRequest) (*emptypb.Empty, error) {
+	return d.upstream.ModifyAckDeadline(ctx, req)
+}
+
+func (d *deliveryCounter) Pull(ctx context.Context, req *pubsubpb.PullRequest) (*pubsubpb.PullResponse, error) {
+	return d.upstream.Pull(ctx, req)
+}

@@ -1,0 +1,133 @@
+package integration
+
+import (
+	"fmt"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/pubsubio/beam-pubsubio/integration/emulator"
+)
+
+// Crash loop, whole process: integration/crashpipeline (Read -> tag ->
+// Write, the writer fused after the read, Prism in-process) is SIGKILLed at
+// random points, then run to completion; every input ID must reach the
+// output topic. CI runs 2,000 messages and 5 kills per variant;
+// PUBSUB_IT_CRASH_MESSAGES, PUBSUB_IT_CRASH_KILLS and PUBSUB_IT_CRASH_SEED
+// scale and replay it (scripts/reliability runs 20,000).
+
+const (
+	crashDefaultMessages = 2000
+	crashDefaultKills    = 5
+	// crashProgressLimit bounds the wait for a kill point given as output
+	// progress: the previous kill's leases lapse within about 10 s, and the
+	// process needs a few seconds to start.
+	crashProgressLimit = 2 * time.Minute
+	// crashBufferLimit bounds the wait for a stalled process to receive the
+	// whole backlog: the emulator carries about 1,900 msg/s per stream.
+	crashBufferLimit = 5 * time.Minute
+)
+
+// killPoint is where one SIGKILL lands: a delay after the process started
+// (start-up, the prepare step, the first bundles) or a number of further
+// input IDs reaching the output (mid-stream, between or inside bundles).
+type killPoint struct {
+	delay   time.Duration // when outputs == 0
+	outputs int
+}
+
+func (k killPoint) String() string {
+	if k.outputs == 0 {
+		return fmt.Sprintf("%v after start", k.delay.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("after %d more outputs", k.outputs)
+}
+
+// chooseKillPoint draws one kill point. A third land in the first 4 s,
+// the rest after a share of what is left, so the kills spread over the run.
+func chooseKillPoint(r *rand.Rand, remaining, killsLeft int) killPoint {
+	if remaining == 0 || r.Intn(3) == 0 {
+		return killPoint{delay: time.Duration(r.Int63n(int64(4 * time.Second)))}
+	}
+	return killPoint{outputs: 1 + r.Intn(max(1, 2*remaining/(killsLeft+1)))}
+}
+
+func TestCrashLoopWholeProcessKilled(t *testing.T) {
+	e := emulator.Require(t)
+	n := crashEnvInt(t, envCrashMessages, crashDefaultMessages)
+	kills := crashEnvInt(t, envCrashKills, crashDefaultKills)
+	r, seed := crashRand(t)
+	bin := buildCrashPipeline(t)
+	c := newCrashTopology(t, e, "crash-loop", n)
+
+	start := time.Now()
+	for k := 0; k < kills; k++ {
+		before := c.out.distinct()
+		point := chooseKillPoint(r, n-before, kills-k)
+		p := startCrashProcess(t, bin, fmt.Sprintf("run-%d", k+1), c.args()...)
+		reached := true
+		if point.outputs == 0 {
+			select {
+			case <-time.After(point.delay):
+			case <-p.exited:
+			}
+		} else {
+			reached = c.out.awaitDistinct(before+point.outputs, crashProgressLimit) >= before+point.outputs
+		}
+		if !p.running() {
+			t.Fatalf("run %d exited before its kill (%v): %v; stderr tail:\n%s", k+1, point, p.err, crashTail(p.stderr(), 4000))
+		}
+		p.kill()
+		note := ""
+		if !reached {
+			note = fmt.Sprintf(" (target not reached within %v)", crashProgressLimit)
+		}
+		t.Logf("kill %d/%d: SIGKILL %v%s; %d of %d input IDs on the output", k+1, kills, point, note, c.out.distinct(), n)
+	}
+	runs := c.complete(t, bin)
+	c.verify(t, "whole-process", seed, kills, runs, time.Since(start))
+}
+
+// The kill lands when the process holds the whole backlog: the transform
+// stalls on its first message, so nothing commits, while the read keeps
+// receiving into its buffer (budget and flow control raised above the
+// backlog). The kill comes once a proxy in front of the emulator has seen
+// every input message delivered to this process.
+func TestCrashLoopWholeBacklogBuffered(t *testing.T) {
+	e := emulator.Require(t)
+	n := crashEnvInt(t, envCrashMessages, crashDefaultMessages)
+	kills := crashEnvInt(t, envCrashKills, crashDefaultKills)
+	_, seed := crashRand(t) // no random points here; logged for the summary line
+	bin := buildCrashPipeline(t)
+	c := newCrashTopology(t, e, "crash-buffered", n)
+	proxy := startDeliveryCounter(t, e.Endpoint)
+
+	start := time.Now()
+	for k := 0; k < kills; k++ {
+		proxy.reset()
+		began := time.Now()
+		p := startCrashProcess(t, bin, fmt.Sprintf("stalled-%d", k+1), c.args(
+			"--read_emulator="+proxy.Endpoint,
+			"--stall",
+			"--max_outstanding_messages=-1",
+			fmt.Sprintf("--buffer_max_messages=%d", n+1000),
+		)...)
+		if err := p.awaitStderrLine(crashStalledLine, crashBufferLimit); err != nil {
+			t.Fatalf("stalled run %d: %v", k+1, err)
+		}
+		if got := proxy.awaitDelivered(n, crashBufferLimit); got < n {
+			t.Fatalf("stalled run %d: %d of %d messages delivered to the process within %v", k+1, got, n, crashBufferLimit)
+		}
+		if !p.running() {
+			t.Fatalf("stalled run %d exited before its kill: %v; stderr tail:\n%s", k+1, p.err, crashTail(p.stderr(), 4000))
+		}
+		p.kill()
+		t.Logf("kill %d/%d: SIGKILL with all %d messages delivered to the stalled process (%v after start); %d on the output",
+			k+1, kills, n, time.Since(began).Round(time.Millisecond), c.out.distinct())
+	}
+	if got := c.out.distinct(); got != 0 {
+		t.Errorf("%d input IDs reached the output while every run was stalled on its first message; want 0", got)
+	}
+	runs := c.complete(t, bin)
+	c.verify(t, "whole-backlog-buffered", seed, kills, runs, time.Since(start))
+}

@@ -1,0 +1,239 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	jobpb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/jobmanagement_v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/pubsubio/beam-pubsubio/integration/emulator"
+)
+
+// Crash, worker only: Prism runs as a standalone job server (cmd/prism,
+// built from the Beam module and started by the test), crashpipeline is
+// submitted with the universal runner in LOOPBACK mode, so the submitting
+// process is the SDK worker. The test SIGKILLs that process, not the
+// runner, records what Prism does with the job, resubmits, and checks that
+// nothing was lost. A second test measures what Prism does with one failed
+// bundle.
+
+const (
+	prismStartLimit = time.Minute
+	// jobEndLimit bounds the wait for Prism to put a job whose worker died
+	// into a terminal state; beyond it the test reports that Prism hung.
+	jobEndLimit = 2 * time.Minute
+)
+
+// prismServer is a standalone Prism job server run by the test.
+type prismServer struct {
+	proc     *crashProcess
+	Endpoint string // job management service, localhost:PORT
+	jobs     jobpb.JobServiceClient
+}
+
+// startPrism builds cmd/prism and starts it on a free port without its web
+// UI; it is SIGKILLed by its PID when the test ends.
+func startPrism(t *testing.T) *prismServer {
+	t.Helper()
+	bin := crashGoBuild(t, t.TempDir(), "github.com/apache/beam/sdks/v2/go/cmd/prism", "prism")
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := lis.Addr().(*net.TCPAddr).Port
+	_ = lis.Close() // Prism binds it next; another process taking it in between fails the start below loudly
+	s := &prismServer{Endpoint: "localhost:" + strconv.Itoa(port)}
+	s.proc = startCrashProcess(t, bin, "prism", "--job_port="+strconv.Itoa(port), "--serve_http=false", "--log_kind=text")
+	conn, err := grpc.NewClient(s.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	s.jobs = jobpb.NewJobServiceClient(conn)
+	if err := s.proc.awaitStderrLine("Serving JobManagement", prismStartLimit); err != nil {
+		t.Fatalf("prism: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), prismStartLimit)
+	defer cancel()
+	if _, err := s.jobs.GetJobs(ctx, &jobpb.GetJobsRequest{}, grpc.WaitForReady(true)); err != nil {
+		t.Fatalf("prism job server at %s does not answer: %v; stderr:\n%s", s.Endpoint, err, crashTail(s.proc.stderr(), 4000))
+	}
+	return s
+}
+
+// runnerArgs are the flags that submit to this Prism with the submitting
+// process as the SDK worker.
+func (s *prismServer) runnerArgs() []string {
+	return []string{"--runner=universal", "--endpoint=" + s.Endpoint, "--environment_type=LOOPBACK"}
+}
+
+// awaitRunningJob waits until Prism lists a job in state RUNNING that is
+// not in known, and returns its id.
+func (s *prismServer) awaitRunningJob(t *testing.T, known map[string]bool, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var last []string
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		resp, err := s.jobs.GetJobs(ctx, &jobpb.GetJobsRequest{})
+		cancel()
+		if err != nil {
+			t.Fatalf("prism GetJobs: %v", err)
+		}
+		last = last[:0]
+		for _, j := range resp.GetJobInfo() {
+			last = append(last, j.GetJobId()+"="+j.GetState().String())
+			if !known[j.GetJobId()] && j.GetState() == jobpb.JobState_RUNNING {
+				return j.GetJobId()
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new RUNNING job on prism within %v; jobs: %v", timeout, last)
+		}
+		<-tick.C
+	}
+}
+
+// awaitTerminal follows the job's state stream until a terminal state or
+// timeout, and returns the states seen.
+func (s *prismServer) awaitTerminal(job string, timeout time.Duration) (states []jobpb.JobState_Enum, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	stream, err := s.jobs.GetStateStream(ctx, &jobpb.GetJobStateRequest{JobId: job})
+	if err != nil {
+		return nil, fmt.Errorf("prism GetStateStream(%s): %w", job, err)
+	}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			return states, fmt.Errorf("job %s reached no terminal state within %v (states seen %v): %w", job, timeout, states, err)
+		}
+		states = append(states, ev.GetState())
+		switch ev.GetState() {
+		case jobpb.JobState_DONE, jobpb.JobState_FAILED, jobpb.JobState_CANCELLED, jobpb.JobState_DRAINED, jobpb.JobState_UPDATED:
+			return states, nil
+		}
+	}
+}
+
+// jobFailure returns Prism's "job failed" log line for job, cut to n bytes.
+func (s *prismServer) jobFailure(job string, n int) string {
+	for _, line := range strings.Split(s.proc.stderr(), "\n") {
+		if strings.Contains(line, "job failed") && strings.Contains(line, "job.key="+job) {
+			return line[:min(n, len(line))]
+		}
+	}
+	return "(no 'job failed' line in prism's log)"
+}
+
+func (s *prismServer) knownJobs(t *testing.T) map[string]bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := s.jobs.GetJobs(ctx, &jobpb.GetJobsRequest{})
+	if err != nil {
+		t.Fatalf("prism GetJobs: %v", err)
+	}
+	known := map[string]bool{}
+	for _, j := range resp.GetJobInfo() {
+		known[j.GetJobId()] = true
+	}
+	return known
+}
+
+// The SDK worker is SIGKILLed mid-stream while Prism keeps running: Prism
+// must put the job into a terminal state (measured: FAILED, "SDK worker
+// disconnected") instead of hanging, stay up, and take the resubmitted job,
+// which delivers every message.
+func TestCrashWorkerKilledPrismKept(t *testing.T) {
+	e := emulator.Require(t)
+	n := crashEnvInt(t, envCrashMessages, crashDefaultMessages)
+	kills := max(1, crashEnvInt(t, envCrashWorkerKills, 1))
+	r, seed := crashRand(t)
+	bin := buildCrashPipeline(t)
+	prism := startPrism(t)
+	c := newCrashTopology(t, e, "crash-worker", n)
+
+	start := time.Now()
+	for k := 0; k < kills; k++ {
+		known := prism.knownJobs(t)
+		before := c.out.distinct()
+		target := before + 1 + r.Intn(max(1, (n-before)/(kills-k+1)))
+		w := startCrashProcess(t, bin, fmt.Sprintf("worker-%d", k+1), append(prism.runnerArgs(), c.args()...)...)
+		job := prism.awaitRunningJob(t, known, prismStartLimit)
+		got := c.out.awaitDistinct(target, crashProgressLimit)
+		if !w.running() {
+			t.Fatalf("worker %d exited before its kill: %v; stderr tail:\n%s", k+1, w.err, crashTail(w.stderr(), 4000))
+		}
+		w.kill()
+		killed := time.Now()
+		states, err := prism.awaitTerminal(job, jobEndLimit)
+		if err != nil {
+			t.Fatalf("after SIGKILL of its worker: %v; prism log tail:\n%s", err, crashTail(prism.proc.stderr(), 4000))
+		}
+		t.Logf("kill %d/%d: worker SIGKILLed with %d of %d input IDs on the output (target %d); prism job %s went %v %v after the kill; %s",
+			k+1, kills, got, n, target, job, states, time.Since(killed).Round(time.Millisecond), prism.jobFailure(job, 300))
+		if last := states[len(states)-1]; last != jobpb.JobState_FAILED {
+			t.Errorf("job %s ended %v after its worker was killed; measured before: FAILED", job, last)
+		}
+		if !prism.proc.running() {
+			t.Fatalf("prism exited after the worker was killed: %v", prism.proc.err)
+		}
+	}
+	runs := c.complete(t, bin, prism.runnerArgs()...)
+	c.verify(t, "worker-killed-prism-kept", seed, kills, runs, time.Since(start))
+}
+
+// One failed bundle (the transform returns an error for the first message
+// the worker sees): Prism does not retry the bundle, it fails the job; the
+// failed bundle's messages are given back, and a resubmission delivers
+// every one.
+func TestCrashFailedBundleFailsPrismJob(t *testing.T) {
+	e := emulator.Require(t)
+	n := crashEnvInt(t, envCrashMessages, crashDefaultMessages)
+	bin := buildCrashPipeline(t)
+	prism := startPrism(t)
+	c := newCrashTopology(t, e, "crash-failbundle", n)
+
+	start := time.Now()
+	known := prism.knownJobs(t)
+	w := startCrashProcess(t, bin, "fail-once", append(prism.runnerArgs(), c.args("--fail_once", "--idle_timeout="+crashIdleTimeout.String())...)...)
+	job := prism.awaitRunningJob(t, known, prismStartLimit)
+	states, err := prism.awaitTerminal(job, jobEndLimit)
+	if err != nil {
+		t.Fatalf("after one failed bundle: %v; prism log tail:\n%s", err, crashTail(prism.proc.stderr(), 4000))
+	}
+	werr := w.wait(crashRunLimit)
+	t.Logf("one failed bundle: prism job %s went %v in %v; the submitting process returned %v; %s",
+		job, states, time.Since(start).Round(time.Millisecond), firstLine(werr), prism.jobFailure(job, 300))
+	if last := states[len(states)-1]; last != jobpb.JobState_FAILED {
+		t.Errorf("job %s ended %v after one failed bundle; want FAILED (a retried bundle would have succeeded: the transform fails once)", job, last)
+	}
+	if werr == nil || !strings.Contains(werr.Error(), "on purpose (--fail_once)") {
+		t.Errorf("the submitting process returned %v; want the job's failure naming the deliberate error", firstLine(werr))
+	}
+	if got := c.out.distinct(); got == n {
+		t.Logf("note: all %d messages were published before the job failed", n)
+	}
+	runs := c.complete(t, bin, prism.runnerArgs()...)
+	c.verify(t, "failed-bundle", 0, 0, runs, time.Since(start))
+}
+
+// firstLine is err's first line, for logs (Beam's job errors carry the
+// whole execution plan).
+func firstLine(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
+}

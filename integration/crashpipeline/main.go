@@ -1,0 +1,160 @@
+// Crashpipeline is the pipeline the crash tests kill: it reads one
+// subscription with pubsubio.Read, tags every message with the ID it had on
+// the input (attribute crash.input_id, payload unchanged) and publishes it
+// with pubsubio.Write to an output topic. Prism fuses the writer into the
+// read's bundle, so a message is acked on the input only after its copy was
+// confirmed on the output: a kill at any point may duplicate, never lose.
+//
+// It uses the connector's public API only. The runner is Beam's: Prism
+// in-process by default, or a job server with
+// --runner=universal --endpoint=localhost:PORT --environment_type=LOOPBACK
+// (then this process is the SDK worker).
+//
+//	crashpipeline --emulator=localhost:8085 \
+//	    --subscription=projects/p/subscriptions/in --output_topic=projects/p/topics/out \
+//	    --idle_timeout=20s
+//
+// Two flags make it misbehave on purpose: --stall blocks the transform on
+// its first message (the source keeps receiving into its buffer, nothing
+// commits), --fail_once makes the transform return an error for the first
+// message it sees in this process (one failed bundle).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio"
+)
+
+// InputIDAttribute carries the input message's ID on the output copy, so a
+// test can match every output to its input.
+const InputIDAttribute = "crash.input_id"
+
+// DoneLine is printed on stdout when the pipeline finished successfully.
+const DoneLine = "crashpipeline: pipeline finished"
+
+// StalledLine is printed on stderr when --stall has blocked the transform.
+const StalledLine = "crashpipeline: transform stalled"
+
+var (
+	emulator     = flag.String("emulator", "", "host:port of the Pub/Sub emulator the write publishes to (and the read reads from, unless --read_emulator)")
+	readEmulator = flag.String("read_emulator", "", "host:port the read connects to instead of --emulator (e.g. a proxy in front of it)")
+	subscription = flag.String("subscription", "", "input subscription, projects/P/subscriptions/S")
+	outputTopic  = flag.String("output_topic", "", "output topic, projects/P/topics/T")
+	idleTimeout  = flag.Duration("idle_timeout", 0, "finish once nothing has arrived for this long; 0 reads forever")
+	ackExtension = flag.Duration("max_ack_extension", 10*time.Second, "MaxDurationPerAckExtension: bounds how long a killed process's messages stay leased")
+	maxOutstand  = flag.Int("max_outstanding_messages", 0, "the read's MaxOutstandingMessages (0: the connector's default, -1: no limit)")
+	bufferMax    = flag.Int("buffer_max_messages", 0, "the read's BufferMaxMessages (0: the connector's default)")
+	stall        = flag.Bool("stall", false, "block the transform on its first message until the process is killed (at most --stall_limit)")
+	stallLimit   = flag.Duration("stall_limit", 10*time.Minute, "with --stall: fail the pipeline after stalling this long, so a forgotten process ends")
+	failOnce     = flag.Bool("fail_once", false, "return an error from the transform for the first message this process sees")
+)
+
+func init() {
+	register.DoFn2x2[context.Context, pubsubio.Message, pubsubio.Message, error](&tagFn{})
+}
+
+// tagFn keeps the input ID on the message and clears what the read set
+// that a publish must not carry.
+type tagFn struct {
+	Stall      bool
+	StallLimit time.Duration
+	FailOnce   bool
+}
+
+// Process-wide, because Beam makes one DoFn instance per bundle processor:
+// "first message" and "once" mean once per worker process.
+var (
+	stallOnce sync.Once
+	failed    atomic.Bool
+)
+
+func (f *tagFn) ProcessElement(ctx context.Context, m pubsubio.Message) (pubsubio.Message, error) {
+	if f.Stall {
+		var err error
+		stallOnce.Do(func() {
+			// stderr, not Beam's log: the test waits for this line, and the
+			// worker's log may go to the runner rather than this process.
+			fmt.Fprintf(os.Stderr, "%s on message %s\n", StalledLine, m.ID)
+			time.Sleep(f.StallLimit) // the test kills the process long before
+			err = fmt.Errorf("crashpipeline: stalled for %v and nobody killed the process; the test that started it is gone", f.StallLimit)
+		})
+		if err != nil {
+			return pubsubio.Message{}, err
+		}
+	}
+	if f.FailOnce && failed.CompareAndSwap(false, true) {
+		log.Infof(ctx, "crashpipeline: failing the bundle of message %s on purpose (--fail_once)", m.ID)
+		return pubsubio.Message{}, fmt.Errorf("crashpipeline: failing the bundle of message %s on purpose (--fail_once)", m.ID)
+	}
+	attrs := make(map[string]string, len(m.Attributes)+1)
+	for k, v := range m.Attributes {
+		attrs[k] = v
+	}
+	attrs[InputIDAttribute] = m.ID
+	return pubsubio.Message{Data: m.Data, Attributes: attrs, OrderingKey: m.OrderingKey}, nil
+}
+
+func main() {
+	flag.Parse()
+	beam.Init()
+	if err := run(context.Background()); err != nil {
+		fmt.Fprintf(os.Stderr, "crashpipeline: %v\n", err)
+		os.Exit(1)
+	}
+	fmt.Println(DoneLine)
+}
+
+func run(ctx context.Context) error {
+	if *emulator == "" || *subscription == "" || *outputTopic == "" {
+		return errors.New("--emulator, --subscription and --output_topic are required")
+	}
+	sub, err := pubsubio.ParseSubscription(*subscription)
+	if err != nil {
+		return fmt.Errorf("--subscription: %w", err)
+	}
+	topic, err := pubsubio.ParseTopic(*outputTopic)
+	if err != nil {
+		return fmt.Errorf("--output_topic: %w", err)
+	}
+	readFrom := *emulator
+	if *readEmulator != "" {
+		readFrom = *readEmulator
+	}
+
+	p, s := beam.NewPipelineWithRoot()
+	msgs, err := pubsubio.TryRead(s, pubsubio.ReadConfig{
+		Subscriptions:              []pubsubio.Subscription{sub},
+		IdleTimeout:                *idleTimeout,
+		MaxDurationPerAckExtension: *ackExtension,
+		MaxOutstandingMessages:     *maxOutstand,
+		BufferMaxMessages:          *bufferMax,
+		Connection:                 pubsubio.Connection{EmulatorEndpoint: readFrom},
+	})
+	if err != nil {
+		return fmt.Errorf("configuring the read: %w", err)
+	}
+	tagged := beam.ParDo(s, &tagFn{Stall: *stall, StallLimit: *stallLimit, FailOnce: *failOnce}, msgs)
+	if _, err := pubsubio.TryWrite(s, pubsubio.WriteConfig{
+		Topic:      topic,
+		Connection: pubsubio.Connection{EmulatorEndpoint: *emulator},
+	}, tagged); err != nil {
+		return fmt.Errorf("configuring the write: %w", err)
+	}
+	if err := beamx.Run(ctx, p); err != nil {
+		return fmt.Errorf("running the pipeline: %w", err)
+	}
+	return nil
+}
