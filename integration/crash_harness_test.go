@@ -448,7 +448,9 @@ type crashOutputBuffer struct {
 	changed chan struct{}
 }
 
-func newCrashOutputBuffer() *crashOutputBuffer { return &crashOutputBuffer{changed: make(chan struct{})} }
+func newCrashOutputBuffer() *crashOutputBuffer {
+	return &crashOutputBuffer{changed: make(chan struct{})}
+}
 
 func (b *crashOutputBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
