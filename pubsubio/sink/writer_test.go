@@ -343,14 +343,16 @@ func (h *harness) releaseObserved(p *fakePub, i int) {
 }
 
 // Parked messages are republished in publish order, however their failures
-// were observed.
+// were observed. Verdicts of one lane (destination and ordering key) are
+// observed in publish order by construction (completions.go), so the
+// messages take five keys: five lanes whose verdicts can arrive in any order.
 func TestRepairRepublishesInPublishOrderNotFailureOrder(t *testing.T) {
 	be := newFakeBackend(1)
 	be.hold = true
 	be.verdict = notFoundUntilCreated(be)
-	h := newHarness(t, Config{Publisher: PublisherOptions{CountThreshold: 1}}, be)
+	h := newHarness(t, Config{Publisher: PublisherOptions{CountThreshold: 1, EnableMessageOrdering: true}}, be)
 	for i := range 5 {
-		h.mustProcess(msg(fmt.Sprint(i)))
+		h.mustProcess(model.Message{Data: []byte(fmt.Sprint(i)), OrderingKey: fmt.Sprint("k", i)})
 	}
 	p := be.publishers(validTopic)[0]
 	for i := 4; i >= 0; i-- { // failures observed last to first
@@ -397,8 +399,8 @@ func TestOrderingCascadeParkResumeRepublishInOrder(t *testing.T) {
 	}
 	p := be.publishers(validTopic)[0]
 	h.releaseObserved(p, 0) // "bad": the key pauses
-	for i := 3; i >= 0; i-- {
-		h.releaseObserved(p, i) // the cascade, observed last to first
+	for range 4 {
+		h.releaseObserved(p, 0) // the cascade, observed in its lane's order
 	}
 	p.setHold(false)
 	h.mustFinish()
