@@ -2,9 +2,7 @@ package model
 
 import (
 	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 )
 
 // Pub/Sub's per-message limits (https://cloud.google.com/pubsub/quotas,
@@ -21,12 +19,34 @@ const (
 	ReservedAttributePrefix = "goog"
 )
 
-// SerializedSize is m's serialized size, computed as the client computes it
-// for its own accounting (publisher.go, Publish): the PubsubMessage with
-// data, attributes and ordering key.
+// SerializedSize is m's serialized size as the client computes it for its
+// own accounting (publisher.go, Publish: proto.Size of the PubsubMessage
+// with data, attributes and ordering key). It runs for every message the
+// sink writes, so it counts the wire format's bytes instead of building the
+// proto message; a test holds it equal to proto.Size.
 func SerializedSize(m Message) int {
-	return proto.Size(&pubsubpb.PubsubMessage{Data: m.Data, Attributes: m.Attributes, OrderingKey: m.OrderingKey})
+	n := 0
+	if len(m.Data) > 0 {
+		n += protowire.SizeTag(pubsubDataField) + protowire.SizeBytes(len(m.Data))
+	}
+	for k, v := range m.Attributes {
+		// A map entry is a nested message holding key (1) and value (2), both
+		// always written.
+		entry := protowire.SizeTag(1) + protowire.SizeBytes(len(k)) + protowire.SizeTag(2) + protowire.SizeBytes(len(v))
+		n += protowire.SizeTag(pubsubAttributesField) + protowire.SizeBytes(entry)
+	}
+	if m.OrderingKey != "" {
+		n += protowire.SizeTag(pubsubOrderingKeyField) + protowire.SizeBytes(len(m.OrderingKey))
+	}
+	return n
 }
+
+// Field numbers of google.pubsub.v1.PubsubMessage.
+const (
+	pubsubDataField        = 1
+	pubsubAttributesField  = 2
+	pubsubOrderingKeyField = 5
+)
 
 // MaxMessageSize is the largest SerializedSize the client sends to topic:
 // it rejects a bigger message with pubsub.ErrOversizedMessage, because one
@@ -34,6 +54,6 @@ func SerializedSize(m Message) int {
 // the topic name and the repeated field's framing (publisher.go,
 // initBundler).
 func MaxMessageSize(topic Topic) int {
-	name := topic.String()
-	return pubsub.MaxPublishRequestBytes - (1 + protowire.SizeVarint(uint64(len(name))) + len(name)) - 5
+	nameLen := len("projects/") + len(topic.Project) + len("/topics/") + len(topic.ID) // len(topic.String()), without building it per message
+	return pubsub.MaxPublishRequestBytes - (1 + protowire.SizeVarint(uint64(nameLen)) + nameLen) - 5
 }
