@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -11,9 +12,12 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/pubsubio/beam-pubsubio/integration/collect"
 	"github.com/pubsubio/beam-pubsubio/integration/emulator"
@@ -475,7 +479,7 @@ func TestFaultPublishUnavailableMidBundle(t *testing.T) {
 	if s := run.err.Error(); !strings.Contains(s, topic) || !(strings.Contains(s, "Unavailable") || strings.Contains(s, "UNAVAILABLE") || strings.Contains(s, "DeadlineExceeded") || strings.Contains(s, "DEADLINE_EXCEEDED")) {
 		t.Errorf("the failure names neither the topic nor the status:\n%v", run.err)
 	}
-	t.Logf("failed job: ended after %v; proxy %+v; error: %s", run.took.Round(time.Millisecond), proxy.Stats(), excerpt(run.err, "pubsubio"))
+	t.Logf("failed job: ended after %v; proxy %+v; error: %s", run.took.Round(time.Millisecond), proxy.Stats(), excerpt(run.err, "pubsubio.Write"))
 
 	proxy.Accept()
 	// The rerun's messages count on from n: the fault does not fire again.
@@ -510,4 +514,78 @@ func excerpt(err error, from string) string {
 		s = s[i:]
 	}
 	return s[:min(400, len(s))]
+}
+
+// (c) The emulator killed and restarted mid-read. The Java emulator keeps
+// everything in memory (it has no persistence flag: --help lists host,
+// port, iam_host, iam_port and projects), so the restarted one has neither
+// the topic, the subscription nor the backlog. What is true then: the read
+// fails the job with an error naming the subscription and saying it does
+// not exist (it does not end as if idle, which would hide the outage), and
+// once the resources are re-created and published to, a rerun reads
+// everything.
+func TestFaultEmulatorRestartedMidRead(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	own, err := emulator.Start(ctx)
+	if err != nil {
+		if errors.Is(err, emulator.ErrUnavailable) {
+			t.Skipf("skipping: %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := own.Stop(); err != nil {
+			t.Errorf("stopping the test's own emulator: %v", err)
+		}
+	})
+	const n, outstanding = 1000, 50
+	topic := own.CreateTopic(t, "fault-restart")
+	subName := own.CreateSubscription(t, topic, "fault-restart", 10*time.Second)
+	sub := parseSubs(t, subName)[0]
+	own.Publish(t, topic, n, 256, nil)
+	cfg := pubsubio.ReadConfig{
+		Subscriptions:          []pubsubio.Subscription{sub},
+		MaxOutstandingMessages: outstanding,
+		MaxRecordsPerBundle:    outstanding / 2,
+		IdleTimeout:            20 * time.Second,
+		Connection:             pubsubio.Connection{EmulatorEndpoint: own.Endpoint},
+	}
+
+	p, first := readInto(t, cfg, nil)
+	run := runInBackground(p, 2*time.Minute)
+	awaitProgress(t, run, first, 300, time.Minute)
+	start := time.Now()
+	if err := own.Restart(ctx); err != nil {
+		t.Fatalf("restarting the emulator: %v", err)
+	}
+	restarted := time.Since(start)
+	client := own.Client(t)
+	if _, err := client.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: topic}); status.Code(err) != codes.NotFound {
+		t.Errorf("the restarted emulator answers GetTopic(%s) with %v; want NotFound (nothing persists)", topic, err)
+	}
+	run.wait(t, 2*time.Minute)
+	t.Logf("restart took %v; the job emitted %d of %d and ended %v after the restart began",
+		restarted.Round(time.Millisecond), collect.Len(first), n, (run.took - start.Sub(run.start)).Round(time.Millisecond))
+	if run.err == nil {
+		t.Fatalf("the read succeeded although its subscription vanished with the emulator; it emitted %d of %d", collect.Len(first), n)
+	}
+	wantInError(t, run.err, sub.String(), "does not exist")
+	t.Logf("failed job's error: %s", excerpt(run.err, "pubsubio: "))
+
+	if _, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
+		t.Fatalf("re-creating %s: %v", topic, err)
+	}
+	if _, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: subName, Topic: topic, AckDeadlineSeconds: 10}); err != nil {
+		t.Fatalf("re-creating %s: %v", subName, err)
+	}
+	ids := own.Publish(t, topic, n, 256, nil)
+	p, second := readInto(t, cfg, nil)
+	rerun := runInBackground(p, 2*time.Minute)
+	rerun.wait(t, 2*time.Minute)
+	if rerun.err != nil {
+		t.Fatalf("the rerun on the re-created subscription failed: %v", rerun.err)
+	}
+	dups := readCheck(t, "rerun after the restart", sub, ids, tally(t, second))
+	t.Logf("rerun: %d messages in %v, %d duplicates", n, rerun.took.Round(time.Millisecond), dups)
 }
