@@ -1,9 +1,13 @@
-// Command bench measures pubsubio against the raw Pub/Sub client on the same
-// emulator in the same run: interleaved runs, medians and their ratio.
-// Absolute numbers from a shared machine are noise; the ratio is the result.
+// Command bench measures pubsubio against the raw Pub/Sub client and Beam's
+// prototype connector (examples/native_wordcap/nativepubsubio, used as a
+// library) on the same emulator in the same run: interleaved runs, medians
+// and ratios. Absolute numbers from a shared machine are noise; the ratios
+// are the result. BENCHMARKS.md records the latest table.
 //
-//	go run ./scripts/bench                    # starts its own emulator
-//	go run ./scripts/bench --emulator=host:port --runs=5 --messages=50000
+//	go run ./scripts/bench                           # everything, own emulator
+//	go run ./scripts/bench --cases=write --runs=5    # one part
+//
+// It exits 2 when a ratio falls below its target, naming it.
 package main
 
 import (
@@ -12,9 +16,8 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
-	"sort"
-	"strconv"
 	"strings"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
@@ -23,128 +26,193 @@ import (
 
 var (
 	endpoint = flag.String("emulator", "", "host:port of a running Pub/Sub emulator (default: start one)")
-	runs     = flag.Int("runs", 3, "runs of each contender per case")
-	messages = flag.Int("messages", 50000, "messages per run")
-	size     = flag.Int("size", 1024, "payload bytes per message")
-	splits   = flag.String("splits", "1,4", "split counts to measure (comma separated)")
-	cases    = flag.String("cases", "read,write", "what to measure (comma separated: read, write)")
+	cases    = flag.String("cases", "read,write,latency,scaling,memory", "what to measure (comma separated)")
+	runs     = flag.Int("runs", 3, "runs of each contender per throughput case")
+	only     = flag.String("only", "", "run only the read and write cases whose name contains this text, e.g. \"16384 B, 3 sub\"")
 
-	writeMessages     = flag.Int("write_messages", 100000, "messages per write run")
-	prototypeMessages = flag.Int("prototype_messages", 2000, "messages per run of Beam's prototype writer (it publishes one at a time)")
-	sinkInFlight      = flag.Int("sink_inflight", 0, "the sink's MaxInFlightMessages (0: its default); MaxInFlightBytes follows at this many messages of --size")
+	readMessages      = flag.Int("read_messages", 10000, "messages per subscription per read run, 1 KiB cases")
+	readMessagesLarge = flag.Int("read_messages_16k", 2500, "messages per subscription per read run, 16 KiB cases")
+	writeMessages     = flag.Int("write_messages", 50000, "messages per write run, 1 KiB cases")
+	writeMessages64k  = flag.Int("write_messages_64k", 2000, "messages per write run, 64 KiB cases")
+	protoMessages     = flag.Int("prototype_messages", 1000, "messages per run of Beam's prototype writer (it publishes one at a time), 1 KiB")
+	protoMessages64k  = flag.Int("prototype_messages_64k", 200, "the same, 64 KiB")
+
+	latencyRate    = flag.Int("latency_rate", 500, "messages per second fed to the latency pipeline")
+	latencySeconds = flag.Int("latency_seconds", 20, "how long the latency pipeline is fed")
+
+	scalingMessages = flag.Int("scaling_messages", 20000, "messages per scaling run")
+	scalingRuns     = flag.Int("scaling_runs", 1, "runs per scaling point")
+
+	memoryHold = flag.Duration("memory_hold", 10*time.Second, "how long the memory case holds its messages while RSS is sampled")
 
 	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	memProfile = flag.String("memprofile", "", "write an allocation profile of the whole run to this file")
 
-	readTarget  = flag.Float64("read_target", 0.9, "lowest acceptable source/raw throughput ratio")
+	readTarget  = flag.Float64("read_target", 0.8, "lowest acceptable source/raw throughput ratio")
 	writeTarget = flag.Float64("write_target", 0.8, "lowest acceptable sink/raw throughput ratio")
 )
 
 func main() {
 	flag.Parse()
 	beam.Init()
-	ctx := context.Background()
+	os.Exit(run(context.Background()))
+}
+
+// run returns the exit status, so the emulator it started is stopped on
+// every path.
+func run(ctx context.Context) int {
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
-		exitOn(err)
-		exitOn(pprof.StartCPUProfile(f))
+		if err != nil {
+			return fail(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fail(err)
+		}
 		defer pprof.StopCPUProfile()
 	}
 	ep := *endpoint
 	if ep == "" {
 		e, err := emulator.Start(ctx)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench: starting the emulator:", err)
-			os.Exit(1)
+			return fail(err)
 		}
 		defer e.Stop()
 		ep = e.Endpoint
 	}
 	env, err := newEnv(ctx, ep)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
+		return fail(err)
 	}
 	defer env.close()
 
-	failed := false
-	report := func(c comparison, target float64) {
-		fmt.Println(c)
-		if c.ratio() < target {
-			fmt.Printf("  BELOW TARGET: ratio %.2f < %.2f\n", c.ratio(), target)
-			failed = true
-		}
-	}
+	var report strings.Builder
+	var misses []string
+	var table []comparison
 	for _, what := range strings.Split(*cases, ",") {
-		switch strings.TrimSpace(what) {
+		switch what = strings.TrimSpace(what); what {
 		case "read":
-			for _, n := range parseInts(*splits) {
-				c, err := compareRead(ctx, env, n)
-				exitOn(err)
-				report(c, *readTarget)
+			for _, c := range readCases() {
+				if !strings.Contains(c.String(), *only) {
+					continue
+				}
+				cmp, err := compareRead(ctx, env, c)
+				if err != nil {
+					return fail(err)
+				}
+				fmt.Print(cmp.detail())
+				table = append(table, cmp)
+				if r := cmp.ratio(); r < *readTarget {
+					misses = append(misses, fmt.Sprintf("%s: source/raw %.2f < %.2f", c, r, *readTarget))
+				}
+				if v := cmp.vsPrototype(); v <= 1 {
+					misses = append(misses, fmt.Sprintf("%s: the source does not beat the prototype (%.2fx)", c, v))
+				}
 			}
 		case "write":
-			c, proto, err := compareWrite(ctx, env)
-			exitOn(err)
-			report(c, *writeTarget)
-			fmt.Printf("  Beam prototype writer (%d messages a run): median %.0f msg/s, runs %v; sink/prototype %.1fx\n",
-				*prototypeMessages, median(proto), rounded(proto), median(c.source)/median(proto))
+			for _, c := range writeCases() {
+				if !strings.Contains(c.String(), *only) {
+					continue
+				}
+				cmp, err := compareWrite(ctx, env, c)
+				if err != nil {
+					return fail(err)
+				}
+				fmt.Print(cmp.detail())
+				table = append(table, cmp)
+				if r := cmp.ratio(); r < *writeTarget {
+					misses = append(misses, fmt.Sprintf("%s: sink/raw %.2f < %.2f", c, r, *writeTarget))
+				}
+			}
+		case "latency":
+			r, err := measureLatency(ctx, env, *latencyRate, *latencySeconds, 1024)
+			if err != nil {
+				return fail(err)
+			}
+			fmt.Println(r)
+			fmt.Fprintf(&report, "\n%s\n", r)
+		case "scaling":
+			points, err := measureScaling(ctx, env, 1024, *scalingMessages, *scalingRuns)
+			if err != nil {
+				return fail(err)
+			}
+			fmt.Fprintf(&report, "\n%s", scalingTable(points))
+		case "memory":
+			rs, err := measureMemory(ctx, env, 1024, *memoryHold)
+			if err != nil {
+				return fail(err)
+			}
+			report.WriteString("\n| held | message | pubsubio RSS growth | raw client RSS growth | ratio |\n|---|---|---|---|---|\n")
+			for _, r := range rs {
+				fmt.Fprintln(&report, r)
+			}
 		default:
-			exitOn(fmt.Errorf("unknown case %q in --cases; use read and/or write", what))
+			if err := fmt.Errorf("unknown case %q in --cases; use read, write, latency, scaling, memory", what); err != nil {
+				return fail(err)
+			}
 		}
 	}
-	if failed {
-		pprof.StopCPUProfile()
-		os.Exit(2)
-	}
-}
 
-func exitOn(err error) {
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
-	}
-}
-
-// comparison is one case: both contenders' throughputs, run by run.
-type comparison struct {
-	name        string
-	label       string    // the connector's side: "source" or "sink"
-	source, raw []float64 // messages per second
-}
-
-func (c comparison) ratio() float64 { return median(c.source) / median(c.raw) }
-
-func (c comparison) String() string {
-	return fmt.Sprintf("%-34s %s median %8.0f msg/s  raw median %8.0f msg/s  ratio %.2f\n  %s runs %v\n  raw runs    %v",
-		c.name, c.label, median(c.source), median(c.raw), c.ratio(), c.label, rounded(c.source), rounded(c.raw))
-}
-
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	if len(s) == 0 {
-		return 0
-	}
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-func rounded(xs []float64) []int {
-	out := make([]int, len(xs))
-	for i, x := range xs {
-		out[i] = int(x + 0.5)
-	}
-	return out
-}
-
-func parseInts(s string) []int {
-	var out []int
-	for _, part := range strings.Split(s, ",") {
-		if n, err := strconv.Atoi(strings.TrimSpace(part)); err == nil && n > 0 {
-			out = append(out, n)
+	fmt.Printf("\n== results (%d runs per contender, medians)\n", *runs)
+	if len(table) > 0 {
+		fmt.Println(tableHeader)
+		for _, c := range table {
+			fmt.Println(c.tableRow())
 		}
 	}
-	return out
+	fmt.Print(report.String())
+	if *memProfile != "" {
+		f, err := os.Create(*memProfile)
+		if err != nil {
+			return fail(err)
+		}
+		err = pprof.Lookup("allocs").WriteTo(f, 0)
+		f.Close()
+		if err != nil {
+			return fail(err)
+		}
+	}
+	if len(misses) > 0 {
+		fmt.Println("\nBELOW TARGET:")
+		for _, m := range misses {
+			fmt.Println("  " + m)
+		}
+		return 2
+	}
+	return 0
+}
+
+func readCases() []readCase {
+	var cs []readCase
+	for _, size := range []int{1024, 16384} {
+		n := *readMessages
+		if size > 1024 {
+			n = *readMessagesLarge
+		}
+		for _, subs := range []int{1, 3} {
+			for _, splits := range []int{1, 4} {
+				cs = append(cs, readCase{size: size, splitsPerSub: splits, subs: subs, messages: n})
+			}
+		}
+	}
+	return cs
+}
+
+func writeCases() []writeCase {
+	var cs []writeCase
+	for _, size := range []int{1024, 65536} {
+		n, proto := *writeMessages, *protoMessages
+		if size > 1024 {
+			n, proto = *writeMessages64k, *protoMessages64k
+		}
+		for _, topics := range []int{1, 20} {
+			cs = append(cs, writeCase{size: size, topics: topics, messages: n, protoMsgs: proto})
+		}
+	}
+	return cs
+}
+
+func fail(err error) int {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	return 1
 }

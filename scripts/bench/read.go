@@ -2,109 +2,78 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/apache/beam/sdks/v2/go/examples/native_wordcap/nativepubsubio"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
-	"github.com/pubsubio/beam-pubsubio/integration/emulator"
 	"github.com/pubsubio/beam-pubsubio/pubsubio"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
 )
 
-const project = "pubsubio-bench"
-
 func init() {
-	register.DoFn1x0[pubsubio.Message](&countFn{})
+	register.DoFn2x0[pubsubio.Message, func(int)](&countMessagesFn{})
+	register.DoFn2x0[[]byte, func(int)](&countPayloadsFn{})
+	register.Emitter1[int]()
 }
 
-// env is the emulator the contenders share.
-type env struct {
-	conn   connection.Settings
-	client *pubsub.Client
-	seq    int
+// readCase is one cell of the read matrix.
+type readCase struct {
+	size, splitsPerSub, subs int
+	messages                 int // per subscription
 }
 
-func newEnv(ctx context.Context, endpoint string) (*env, error) {
-	conn := connection.Settings{EmulatorEndpoint: endpoint}
-	client, err := connection.NewClient(ctx, project, conn)
-	if err != nil {
-		return nil, err
-	}
-	return &env{conn: conn, client: client}, nil
+func (c readCase) String() string {
+	return fmt.Sprintf("read %d B, %d sub(s) x %d split(s), %d msgs/sub", c.size, c.subs, c.splitsPerSub, c.messages)
 }
 
-func (e *env) close() { e.client.Close() }
+func (c readCase) total() int { return c.messages * c.subs }
 
-// backlog creates a fresh topic and subscription and publishes n messages
-// of the benchmark size to it, so every run starts from the same backlog.
-func (e *env) backlog(ctx context.Context, n int) (pubsubio.Subscription, error) {
-	e.seq++
-	name := fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), e.seq)
-	topic := pubsubio.TopicOf(project, name)
-	sub := pubsubio.SubscriptionOf(project, name)
-	if _, err := e.client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic.String()}); err != nil {
-		return sub, err
+// compareRead reads the same backlog with the source, with raw Receive +
+// Ack loops (one client per split, identical ReceiveSettings) and with
+// Beam's prototype reader, interleaved, rotating who goes first.
+func compareRead(ctx context.Context, e *env, c readCase) (comparison, error) {
+	cmp := comparison{name: c.String()}
+	contenders := []struct {
+		who  *contender
+		read func(context.Context, *env, readCase, []pair) (float64, error)
+	}{{&cmp.connector, readWithSource}, {&cmp.raw, readRaw}, {&cmp.prot, readWithPrototype}}
+	if c.splitsPerSub == 1 {
+		contenders = append(contenders, struct {
+			who  *contender
+			read func(context.Context, *env, readCase, []pair) (float64, error)
+		}{&cmp.atProtoStreams, readWithSourceAtPrototypeStreams})
 	}
-	if _, err := e.client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
-		Name: sub.String(), Topic: topic.String(), AckDeadlineSeconds: 60,
-	}); err != nil {
-		return sub, err
-	}
-	pub := e.client.Publisher(topic.String())
-	defer pub.Stop()
-	results := make([]*pubsub.PublishResult, n)
-	for i := range results {
-		results[i] = pub.Publish(ctx, &pubsub.Message{Data: emulator.Payload(i, *size)})
-	}
-	for _, r := range results {
-		if _, err := r.Get(ctx); err != nil {
-			return sub, err
-		}
-	}
-	return sub, nil
-}
-
-// compareRead reads the same backlog with the source (splits splits) and
-// with as many raw Receive + Ack loops, interleaved, alternating who goes
-// first.
-func compareRead(ctx context.Context, e *env, splits int) (comparison, error) {
-	c := comparison{name: fmt.Sprintf("read %d x %d B, %d split(s)", *messages, *size, splits), label: "source"}
 	for run := range *runs {
-		order := []bool{true, false}
-		if run%2 == 1 {
-			order = []bool{false, true}
-		}
-		for _, source := range order {
-			sub, err := e.backlog(ctx, *messages)
+		for i := range contenders {
+			k := contenders[(i+run)%len(contenders)]
+			ps, err := e.newPairs(ctx, "r", c.subs)
 			if err != nil {
-				return c, fmt.Errorf("publishing the backlog: %w", err)
+				return cmp, err
 			}
-			if source {
-				rate, err := readWithSource(ctx, e, sub, splits)
-				if err != nil {
-					return c, err
-				}
-				c.source = append(c.source, rate)
-			} else {
-				rate, err := readRaw(ctx, e, sub, splits)
-				if err != nil {
-					return c, err
-				}
-				c.raw = append(c.raw, rate)
+			if err := e.backlog(ctx, ps, c.messages, c.size); err != nil {
+				return cmp, err
 			}
+			s, err := measured(c.total(), func() (float64, error) { return k.read(ctx, e, c, ps) })
+			e.drop(ctx, ps)
+			if err != nil {
+				return cmp, err
+			}
+			k.who.add(s)
 		}
 	}
-	return c, nil
+	return cmp, nil
 }
 
-// receiveSettings are the source's defaults, so both contenders pull alike.
+// receiveSettings are the source's defaults, so raw loops pull alike.
 var receiveSettings = pubsub.ReceiveSettings{
 	MaxOutstandingMessages: pubsub.DefaultReceiveSettings.MaxOutstandingMessages,
 	MaxOutstandingBytes:    pubsub.DefaultReceiveSettings.MaxOutstandingBytes,
@@ -112,35 +81,40 @@ var receiveSettings = pubsub.ReceiveSettings{
 	NumGoroutines:          1,
 }
 
-// readRaw is the baseline: loops of Subscriber.Receive that ack every
-// message, one client per loop as the source has one per split.
-func readRaw(ctx context.Context, e *env, sub pubsubio.Subscription, loops int) (float64, error) {
+// readRaw is the baseline: per subscription, splitsPerSub loops of
+// Subscriber.Receive that ack every message, one client per loop as the
+// source has one per split.
+func readRaw(ctx context.Context, e *env, c readCase, ps []pair) (float64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var got atomic.Int64
+	var first atomic.Pointer[time.Time]
 	var end time.Time
 	var once sync.Once
 	var wg sync.WaitGroup
-	errs := make(chan error, loops)
-	start := time.Now()
-	for range loops {
-		client, err := connection.NewClient(ctx, project, e.conn)
-		if err != nil {
-			return 0, err
+	errs := make(chan error, c.subs*c.splitsPerSub)
+	for _, p := range ps {
+		for range c.splitsPerSub {
+			client, err := connection.NewClient(ctx, project, e.conn)
+			if err != nil {
+				return 0, err
+			}
+			defer client.Close()
+			s := client.Subscriber(p.sub.String())
+			s.ReceiveSettings = receiveSettings
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- s.Receive(ctx, func(_ context.Context, m *pubsub.Message) {
+					m.Ack()
+					now := time.Now()
+					first.CompareAndSwap(nil, &now)
+					if got.Add(1) == int64(c.total()) {
+						once.Do(func() { end = time.Now(); cancel() })
+					}
+				})
+			}()
 		}
-		defer client.Close()
-		s := client.Subscriber(sub.String())
-		s.ReceiveSettings = receiveSettings
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs <- s.Receive(ctx, func(_ context.Context, m *pubsub.Message) {
-				m.Ack()
-				if got.Add(1) == int64(*messages) {
-					once.Do(func() { end = time.Now(); cancel() })
-				}
-			})
-		}()
 	}
 	wg.Wait()
 	close(errs)
@@ -150,59 +124,133 @@ func readRaw(ctx context.Context, e *env, sub pubsubio.Subscription, loops int) 
 		}
 	}
 	if end.IsZero() {
-		return 0, fmt.Errorf("raw receive stopped after %d of %d messages", got.Load(), *messages)
+		return 0, fmt.Errorf("raw receive stopped after %d of %d messages", got.Load(), c.total())
 	}
-	return float64(*messages) / end.Sub(start).Seconds(), nil
+	return float64(c.total()-1) / end.Sub(*first.Load()).Seconds(), nil // as runCount.rate
 }
 
-// counts is where countFn instances of one run meet (Prism runs in-process).
+// counts is where the counting DoFns of one run meet (Prism runs
+// in-process). done is closed when the run's last expected message
+// arrives downstream.
 var counts sync.Map // run ID -> *runCount
 
 type runCount struct {
 	n      atomic.Int64
 	target int64
-	once   sync.Once
-	end    atomic.Pointer[time.Time]
+	first  atomic.Pointer[time.Time]
+	end    time.Time
+	done   chan struct{}
 }
 
-// countFn records when the run's last expected message reached downstream.
-type countFn struct {
-	Run string
+func newRunCount(run string, target int) (*runCount, func()) {
+	rc := &runCount{target: int64(target), done: make(chan struct{})}
+	counts.Store(run, rc)
+	return rc, func() { counts.Delete(run) }
 }
 
-func (f *countFn) ProcessElement(pubsubio.Message) {
-	v, _ := counts.Load(f.Run)
+func countOne(run string) {
+	v, _ := counts.Load(run)
 	rc := v.(*runCount)
+	now := time.Now()
+	rc.first.CompareAndSwap(nil, &now)
 	if rc.n.Add(1) == rc.target {
-		rc.once.Do(func() { t := time.Now(); rc.end.Store(&t) })
+		rc.end = time.Now()
+		close(rc.done)
 	}
 }
 
-// readWithSource reads the backlog with a bounded pubsubio read on Prism.
-func readWithSource(ctx context.Context, e *env, sub pubsubio.Subscription, splits int) (float64, error) {
-	run := fmt.Sprintf("%s-%d", sub.ID, splits)
-	rc := &runCount{target: int64(*messages)}
-	counts.Store(run, rc)
-	defer counts.Delete(run)
+// rate is the steady-state throughput: messages per second from the first
+// arrival to the last expected one. Start-up (a pipeline's submission and
+// prepare step, a client's first stream) is left out for every contender
+// alike: it is a constant, not a rate, and would dominate short runs.
+func (rc *runCount) rate() (float64, error) {
+	select {
+	case <-rc.done:
+		return float64(rc.target-1) / rc.end.Sub(*rc.first.Load()).Seconds(), nil
+	default:
+		return 0, fmt.Errorf("%d of %d messages arrived", rc.n.Load(), rc.target)
+	}
+}
 
+type countMessagesFn struct{ Run string }
+
+func (f *countMessagesFn) ProcessElement(pubsubio.Message, func(int)) { countOne(f.Run) }
+
+type countPayloadsFn struct{ Run string }
+
+func (f *countPayloadsFn) ProcessElement([]byte, func(int)) { countOne(f.Run) }
+
+// readWithSource reads the backlog with a bounded pubsubio read on Prism.
+func readWithSource(ctx context.Context, e *env, c readCase, ps []pair) (float64, error) {
+	return readWithSourceConfig(ctx, e, c, ps, pubsubio.ReadConfig{})
+}
+
+// readWithSourceConfig is readWithSource with options set on cfg.
+func readWithSourceConfig(ctx context.Context, e *env, c readCase, ps []pair, cfg pubsubio.ReadConfig) (float64, error) {
+	run := ps[0].sub.ID
+	rc, forget := newRunCount(run, c.total())
+	defer forget()
+	cfg.Subscriptions = subsOf(ps)
+	cfg.Splits = c.splitsPerSub * c.subs
+	// Bounded by idleness, not by count: the time measured is to the last
+	// message's arrival downstream, and a count bound shared by several
+	// splits ends the last ones only once redeliveries settle.
+	cfg.IdleTimeout = 5 * time.Second
+	cfg.Connection = e.conn
 	p, s := beam.NewPipelineWithRoot()
-	msgs := pubsubio.Read(s, pubsubio.ReadConfig{
-		Subscriptions: []pubsubio.Subscription{sub},
-		Splits:        splits,
-		// Bounded by idleness, not by count: the time measured is to the
-		// last message's arrival downstream, and a count bound shared by
-		// several splits ends the last ones only once redeliveries settle.
-		IdleTimeout: 5 * time.Second,
-		Connection:  e.conn,
-	})
-	beam.ParDo0(s, &countFn{Run: run}, msgs)
-	start := time.Now()
+	msgs := pubsubio.Read(s, cfg)
+	endStage(s, beam.ParDo(s, &countMessagesFn{Run: run}, msgs))
 	if err := beamx.Run(ctx, p); err != nil {
 		return 0, fmt.Errorf("source pipeline: %w", err)
 	}
-	end := rc.end.Load()
-	if end == nil {
-		return 0, fmt.Errorf("source emitted %d of %d messages", rc.n.Load(), *messages)
+	return rc.rate()
+}
+
+// prototypeStreams is how many streaming pulls the prototype opens per
+// subscription: it uses the v1 client's default ReceiveSettings, whose
+// NumGoroutines is 10 (the v2 client's, and so the source's, is 1).
+const prototypeStreams = 10
+
+// readWithSourceAtPrototypeStreams reads with the source opening as many
+// streams per subscription as the prototype does: the comparison with the
+// prototype at equal means, since the emulator serves each stream at a
+// fixed rate.
+func readWithSourceAtPrototypeStreams(ctx context.Context, e *env, c readCase, ps []pair) (float64, error) {
+	return readWithSourceConfig(ctx, e, c, ps, pubsubio.ReadConfig{ParallelPullCount: prototypeStreams})
+}
+
+// readWithPrototype reads with Beam's examples/native_wordcap/nativepubsubio
+// reader, used as a library: one unsplittable reader per subscription, so
+// splitsPerSub does not apply to it. It never ends by itself; the run is
+// cancelled once every message arrived. It reaches the emulator only
+// through PUBSUB_EMULATOR_HOST, set for its run alone.
+func readWithPrototype(ctx context.Context, e *env, c readCase, ps []pair) (float64, error) {
+	os.Setenv("PUBSUB_EMULATOR_HOST", e.conn.EmulatorEndpoint)
+	defer os.Unsetenv("PUBSUB_EMULATOR_HOST")
+	run := ps[0].sub.ID + "-proto"
+	rc, forget := newRunCount(run, c.total())
+	defer forget()
+	p, s := beam.NewPipelineWithRoot()
+	for _, pr := range ps {
+		payloads := nativepubsubio.Read(ctx, s, project, pr.topic.ID, pr.sub.ID)
+		endStage(s, beam.ParDo(s, &countPayloadsFn{Run: run}, payloads))
 	}
-	return float64(*messages) / end.Sub(start).Seconds(), nil
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	go func() {
+		select {
+		case <-rc.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err := beamx.Run(ctx, p)
+	if rate, rerr := rc.rate(); rerr == nil {
+		return rate, nil
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return 0, fmt.Errorf("prototype pipeline: %w", err)
+	}
+	_, rerr := rc.rate()
+	return 0, fmt.Errorf("prototype reader: %w", rerr)
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/apache/beam/sdks/v2/go/examples/native_wordcap/nativepubsubio"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
@@ -26,117 +25,103 @@ func init() {
 	register.Emitter1[[]byte]()
 }
 
-// starts records when each run's generator began, for the write runs.
-var starts sync.Map // run ID -> *atomic.Pointer[time.Time]
-
-func markStart(run string) {
-	v, _ := starts.Load(run)
-	v.(*atomic.Pointer[time.Time]).CompareAndSwap(nil, ptr(time.Now()))
+// writeCase is one cell of the write matrix.
+type writeCase struct {
+	size, topics int
+	messages     int // in all, spread round-robin over the topics
+	protoMsgs    int // for Beam's prototype writer, which publishes one at a time
 }
 
-func ptr[T any](v T) *T { return &v }
-
-// generateFn emits the run's messages inside the pipeline, so the graph
-// stays small and the clock starts when the first message exists.
-type generateFn struct {
-	Run  string
-	N    int
-	Size int
+func (c writeCase) String() string {
+	return fmt.Sprintf("write %d B, %d topic(s), %d msgs", c.size, c.topics, c.messages)
 }
 
-func (f *generateFn) ProcessElement(_ []byte, emit func(pubsubio.Message)) {
-	markStart(f.Run)
-	for i := range f.N {
-		emit(pubsubio.Message{Data: emulator.Payload(i, f.Size)})
-	}
-}
-
-// generatePayloadFn is generateFn for the prototype writer, which takes
-// []byte.
-type generatePayloadFn struct {
-	Run  string
-	N    int
-	Size int
-}
-
-func (f *generatePayloadFn) ProcessElement(_ []byte, emit func([]byte)) {
-	markStart(f.Run)
-	for i := range f.N {
-		emit(emulator.Payload(i, f.Size))
-	}
-}
-
-// compareWrite publishes the same volume with the sink on Prism and with a
-// raw Publisher (same PublishSettings, every result awaited), interleaved;
-// and a smaller volume with Beam's prototype writer, which publishes one
-// message at a time and would take too long at full volume.
-func compareWrite(ctx context.Context, e *env) (comparison, []float64, error) {
-	c := comparison{name: fmt.Sprintf("write %d x %d B, in flight %d", *writeMessages, *size, *sinkInFlight), label: "sink"}
-	var proto []float64
+// compareWrite publishes with the sink on Prism, with raw Publishers (same
+// PublishSettings, every result awaited) and, at a smaller volume, with
+// Beam's prototype writer; interleaved, rotating who goes first.
+func compareWrite(ctx context.Context, e *env, c writeCase) (comparison, error) {
+	cmp := comparison{name: c.String()}
+	contenders := []struct {
+		who   *contender
+		n     int
+		write func(context.Context, *env, writeCase, []pair) (float64, error)
+	}{{&cmp.connector, c.messages, writeWithSink}, {&cmp.raw, c.messages, writeRaw}, {&cmp.prot, c.protoMsgs, writeWithPrototype}}
 	for run := range *runs {
-		order := []string{"sink", "raw"}
-		if run%2 == 1 {
-			order = []string{"raw", "sink"}
-		}
-		for _, who := range order {
-			topic, err := e.topic(ctx)
+		for i := range contenders {
+			k := contenders[(i+run)%len(contenders)]
+			ps, err := e.newPairs(ctx, "w", c.topics)
 			if err != nil {
-				return c, nil, err
+				return cmp, err
 			}
-			var rate float64
-			if who == "sink" {
-				rate, err = writeWithSink(ctx, e, topic)
-				c.source = append(c.source, rate)
-			} else {
-				rate, err = writeRaw(ctx, e, topic)
-				c.raw = append(c.raw, rate)
-			}
+			s, err := measured(k.n, func() (float64, error) { return k.write(ctx, e, c, ps) })
+			e.drop(ctx, ps)
 			if err != nil {
-				return c, nil, err
+				return cmp, err
 			}
+			k.who.add(s)
 		}
-		topic, err := e.topic(ctx)
-		if err != nil {
-			return c, nil, err
-		}
-		rate, err := writeWithPrototype(ctx, e, topic)
-		if err != nil {
-			return c, nil, err
-		}
-		proto = append(proto, rate)
 	}
-	return c, proto, nil
+	return cmp, nil
 }
 
-// topic creates a fresh topic with one subscription (so the emulator keeps
-// what is published, as it would for a real consumer).
-func (e *env) topic(ctx context.Context) (pubsubio.Topic, error) {
-	e.seq++
-	name := fmt.Sprintf("bench-w-%d-%d", time.Now().UnixNano(), e.seq)
-	topic := pubsubio.TopicOf(project, name)
-	if _, err := e.client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic.String()}); err != nil {
-		return topic, err
+func writeRaw(ctx context.Context, e *env, c writeCase, ps []pair) (float64, error) {
+	var pubs []*pubsub.Publisher
+	for _, p := range ps {
+		pub := e.client.Publisher(p.topic.String())
+		defer pub.Stop()
+		pubs = append(pubs, pub)
 	}
-	_, err := e.client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
-		Name: pubsubio.SubscriptionOf(project, name).String(), Topic: topic.String(),
-	})
-	return topic, err
-}
-
-func writeRaw(ctx context.Context, e *env, topic pubsubio.Topic) (float64, error) {
-	pub := e.client.Publisher(topic.String())
-	defer pub.Stop()
 	start := time.Now()
-	results := make([]*pubsub.PublishResult, *writeMessages)
+	results := make([]*pubsub.PublishResult, c.messages)
 	for i := range results {
-		results[i] = pub.Publish(ctx, &pubsub.Message{Data: emulator.Payload(i, *size)})
+		results[i] = pubs[i%len(pubs)].Publish(ctx, &pubsub.Message{Data: emulator.Payload(i, c.size)})
 	}
 	for _, r := range results {
 		if _, err := r.Get(ctx); err != nil {
 			return 0, fmt.Errorf("raw publish: %w", err)
 		}
 	}
-	return float64(*writeMessages) / time.Since(start).Seconds(), nil
+	return float64(c.messages) / time.Since(start).Seconds(), nil
+}
+
+// starts records when each run's generator began.
+var starts sync.Map // run ID -> *atomic.Pointer[time.Time]
+
+func markStart(run string) {
+	v, _ := starts.Load(run)
+	now := time.Now()
+	v.(*atomic.Pointer[time.Time]).CompareAndSwap(nil, &now)
+}
+
+// generateFn emits the run's messages inside the pipeline, so the graph
+// stays small and the clock starts when the first message exists.
+type generateFn struct {
+	Run    string
+	N      int
+	Size   int
+	Topics []pubsubio.Topic // round-robin destinations
+}
+
+func (f *generateFn) ProcessElement(_ []byte, emit func(pubsubio.Message)) {
+	markStart(f.Run)
+	for i := range f.N {
+		emit(pubsubio.Message{Data: emulator.Payload(i, f.Size), Topic: f.Topics[i%len(f.Topics)]})
+	}
+}
+
+// generatePayloadFn is generateFn for the prototype writer, which takes
+// []byte and one topic per transform: it emits the messages of shard Shard.
+type generatePayloadFn struct {
+	Run              string
+	N, Size          int
+	Shard, NumShards int
+}
+
+func (f *generatePayloadFn) ProcessElement(_ []byte, emit func([]byte)) {
+	markStart(f.Run)
+	for i := f.Shard; i < f.N; i += f.NumShards {
+		emit(emulator.Payload(i, f.Size))
+	}
 }
 
 // runPipeline runs p and returns messages per second from the generator's
@@ -151,17 +136,19 @@ func runPipeline(ctx context.Context, run string, n int, p *beam.Pipeline) (floa
 	return float64(n) / time.Since(*start.Load()).Seconds(), nil
 }
 
-func writeWithSink(ctx context.Context, e *env, topic pubsubio.Topic) (float64, error) {
-	run := topic.ID
+func writeWithSink(ctx context.Context, e *env, c writeCase, ps []pair) (float64, error) {
+	return writeWithSinkConfig(ctx, e, c, ps, pubsubio.WriteConfig{})
+}
+
+// writeWithSinkConfig is writeWithSink with options set on cfg.
+func writeWithSinkConfig(ctx context.Context, e *env, c writeCase, ps []pair, cfg pubsubio.WriteConfig) (float64, error) {
+	run := ps[0].topic.ID
 	p, s := beam.NewPipelineWithRoot()
-	msgs := beam.ParDo(s, &generateFn{Run: run, N: *writeMessages, Size: *size}, beam.Impulse(s))
-	cfg := pubsubio.WriteConfig{Topic: topic, Connection: e.conn}
-	if *sinkInFlight > 0 {
-		cfg.MaxInFlightMessages = *sinkInFlight
-		cfg.MaxInFlightBytes = int64(*sinkInFlight) * int64(*size+64)
-	}
+	msgs := beam.ParDo(s, &generateFn{Run: run, N: c.messages, Size: c.size, Topics: topicsOf(ps)}, beam.Impulse(s))
+	cfg.Topic = ps[0].topic
+	cfg.Connection = e.conn
 	pubsubio.Write(s, cfg, msgs)
-	rate, err := runPipeline(ctx, run, *writeMessages, p)
+	rate, err := runPipeline(ctx, run, c.messages, p)
 	if err != nil {
 		return 0, fmt.Errorf("sink pipeline: %w", err)
 	}
@@ -169,16 +156,18 @@ func writeWithSink(ctx context.Context, e *env, topic pubsubio.Topic) (float64, 
 }
 
 // writeWithPrototype runs Beam's examples/native_wordcap/nativepubsubio
-// writer, used as a library. It reaches the emulator only through
-// PUBSUB_EMULATOR_HOST, which is set for its run alone.
-func writeWithPrototype(ctx context.Context, e *env, topic pubsubio.Topic) (float64, error) {
+// writer, used as a library: one Write per topic. It reaches the emulator
+// only through PUBSUB_EMULATOR_HOST, set for its run alone.
+func writeWithPrototype(ctx context.Context, e *env, c writeCase, ps []pair) (float64, error) {
 	os.Setenv("PUBSUB_EMULATOR_HOST", e.conn.EmulatorEndpoint)
 	defer os.Unsetenv("PUBSUB_EMULATOR_HOST")
-	run := topic.ID + "-proto"
+	run := ps[0].topic.ID + "-proto"
 	p, s := beam.NewPipelineWithRoot()
-	payloads := beam.ParDo(s, &generatePayloadFn{Run: run, N: *prototypeMessages, Size: *size}, beam.Impulse(s))
-	nativepubsubio.Write(ctx, s, payloads, project, topic.ID)
-	rate, err := runPipeline(ctx, run, *prototypeMessages, p)
+	for i, pr := range ps {
+		payloads := beam.ParDo(s, &generatePayloadFn{Run: run, N: c.protoMsgs, Size: c.size, Shard: i, NumShards: len(ps)}, beam.Impulse(s))
+		nativepubsubio.Write(ctx, s, payloads, project, pr.topic.ID)
+	}
+	rate, err := runPipeline(ctx, run, c.protoMsgs, p)
 	if err != nil {
 		return 0, fmt.Errorf("prototype pipeline: %w", err)
 	}

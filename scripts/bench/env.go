@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+
+	"github.com/pubsubio/beam-pubsubio/integration/emulator"
+	"github.com/pubsubio/beam-pubsubio/pubsubio"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
+)
+
+const project = "pubsubio-bench"
+
+// env is the emulator the contenders share.
+type env struct {
+	conn   connection.Settings
+	client *pubsub.Client
+	seq    int
+}
+
+func newEnv(ctx context.Context, endpoint string) (*env, error) {
+	conn := connection.Settings{EmulatorEndpoint: endpoint}
+	client, err := connection.NewClient(ctx, project, conn)
+	if err != nil {
+		return nil, err
+	}
+	return &env{conn: conn, client: client}, nil
+}
+
+func (e *env) close() { e.client.Close() }
+
+// pair is a topic and its one subscription: the emulator keeps what is
+// published only for a subscription, as Pub/Sub does for a real consumer.
+type pair struct {
+	topic pubsubio.Topic
+	sub   pubsubio.Subscription
+}
+
+// newPair creates a fresh topic and subscription.
+func (e *env) newPair(ctx context.Context, tag string) (pair, error) {
+	e.seq++
+	name := fmt.Sprintf("bench-%s-%d-%d", tag, time.Now().UnixNano(), e.seq)
+	p := pair{topic: pubsubio.TopicOf(project, name), sub: pubsubio.SubscriptionOf(project, name)}
+	if _, err := e.client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: p.topic.String()}); err != nil {
+		return p, fmt.Errorf("creating %s: %w", p.topic, err)
+	}
+	if _, err := e.client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
+		Name: p.sub.String(), Topic: p.topic.String(), AckDeadlineSeconds: 60,
+	}); err != nil {
+		return p, fmt.Errorf("creating %s: %w", p.sub, err)
+	}
+	return p, nil
+}
+
+// newPairs creates n pairs.
+func (e *env) newPairs(ctx context.Context, tag string, n int) ([]pair, error) {
+	var ps []pair
+	for range n {
+		p, err := e.newPair(ctx, tag)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, p)
+	}
+	return ps, nil
+}
+
+// drop deletes pairs after a run, so the emulator frees what they hold
+// (runs of 16 KiB and 64 KiB messages would otherwise fill its heap).
+func (e *env) drop(ctx context.Context, ps []pair) {
+	for _, p := range ps {
+		e.client.SubscriptionAdminClient.DeleteSubscription(ctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: p.sub.String()})
+		e.client.TopicAdminClient.DeleteTopic(ctx, &pubsubpb.DeleteTopicRequest{Topic: p.topic.String()})
+	}
+}
+
+// backlog publishes n messages of size bytes to each pair's topic.
+func (e *env) backlog(ctx context.Context, ps []pair, n, size int) error {
+	for _, p := range ps {
+		pub := e.client.Publisher(p.topic.String())
+		results := make([]*pubsub.PublishResult, n)
+		for i := range results {
+			results[i] = pub.Publish(ctx, &pubsub.Message{Data: emulator.Payload(i, size)})
+		}
+		for _, r := range results {
+			if _, err := r.Get(ctx); err != nil {
+				pub.Stop()
+				return fmt.Errorf("publishing the backlog to %s: %w", p.topic, err)
+			}
+		}
+		pub.Stop()
+	}
+	return nil
+}
+
+func topicsOf(ps []pair) []pubsubio.Topic {
+	var ts []pubsubio.Topic
+	for _, p := range ps {
+		ts = append(ts, p.topic)
+	}
+	return ts
+}
+
+func subsOf(ps []pair) []pubsubio.Subscription {
+	var ss []pubsubio.Subscription
+	for _, p := range ps {
+		ss = append(ss, p.sub)
+	}
+	return ss
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// sample is one run of one contender.
+type sample struct {
+	rate   float64       // messages per second
+	cpu    time.Duration // this process's CPU per message (the emulator is another process)
+	allocs float64       // heap allocations per message in this process
+}
+
+// measured runs f, which moves n messages and returns their rate, and adds
+// what the process spent per message. The whole process is counted: for
+// pipelines that includes Prism, for the raw client its own goroutines.
+func measured(n int, f func() (float64, error)) (sample, error) {
+	cpu0, allocs0 := usage()
+	rate, err := f()
+	cpu1, allocs1 := usage()
+	if err != nil {
+		return sample{}, err
+	}
+	return sample{
+		rate:   rate,
+		cpu:    (cpu1 - cpu0) / time.Duration(n),
+		allocs: float64(allocs1-allocs0) / float64(n),
+	}, nil
+}
+
+func usage() (time.Duration, uint64) {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ms.Mallocs
+}
+
+// contender is one side of a comparison, run by run.
+type contender struct {
+	samples []sample
+}
+
+func (c *contender) add(s sample) { c.samples = append(c.samples, s) }
+
+func (c contender) rates() []float64 {
+	var xs []float64
+	for _, s := range c.samples {
+		xs = append(xs, s.rate)
+	}
+	return xs
+}
+
+func (c contender) rate() float64 { return median(c.rates()) }
+
+func (c contender) cpu() time.Duration {
+	var xs []float64
+	for _, s := range c.samples {
+		xs = append(xs, float64(s.cpu))
+	}
+	return time.Duration(median(xs))
+}
+
+func (c contender) allocs() float64 {
+	var xs []float64
+	for _, s := range c.samples {
+		xs = append(xs, s.allocs)
+	}
+	return median(xs)
+}
+
+func (c contender) ran() bool { return len(c.samples) > 0 }
+
+// comparison is one case: the connector against the raw client with the
+// same settings, and Beam's prototype where it can run the case.
+type comparison struct {
+	name                 string
+	connector, raw, prot contender
+	// atProtoStreams is the source opening as many streams per subscription
+	// as the prototype (read cases with one split per subscription).
+	atProtoStreams contender
+}
+
+// vsPrototype is the connector's rate over the prototype's, at equal
+// streams where that was measured.
+func (c comparison) vsPrototype() float64 {
+	if c.atProtoStreams.ran() {
+		return c.atProtoStreams.rate() / c.prot.rate()
+	}
+	return c.connector.rate() / c.prot.rate()
+}
+
+func (c comparison) ratio() float64 { return c.connector.rate() / c.raw.rate() }
+
+func (c comparison) detail() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n", c.name)
+	line := func(who string, x contender) {
+		if x.ran() {
+			fmt.Fprintf(&b, "  %-26s median %8.0f msg/s  cpu %6.1f µs/msg  allocs %6.1f/msg  runs %v\n",
+				who, x.rate(), float64(x.cpu())/1e3, x.allocs(), rounded(x.rates()))
+		}
+	}
+	line("pubsubio", c.connector)
+	line("raw", c.raw)
+	line("prototype", c.prot)
+	line(fmt.Sprintf("pubsubio at %d streams/sub", prototypeStreams), c.atProtoStreams)
+	return b.String()
+}
+
+// tableRow is the comparison as a markdown table row (see tableHeader).
+func (c comparison) tableRow() string {
+	proto, atStreams, vsProto := "n/a", "n/a", "n/a"
+	if c.prot.ran() {
+		proto = fmt.Sprintf("%.0f", c.prot.rate())
+		vsProto = fmt.Sprintf("%.1fx", c.vsPrototype())
+	}
+	if c.atProtoStreams.ran() {
+		atStreams = fmt.Sprintf("%.0f", c.atProtoStreams.rate())
+	}
+	return fmt.Sprintf("| %s | %.0f | %.0f | **%.2f** | %s | %s | %s | %.1f / %.1f | %.0f / %.0f |",
+		c.name, c.connector.rate(), c.raw.rate(), c.ratio(), proto, atStreams, vsProto,
+		float64(c.connector.cpu())/1e3, float64(c.raw.cpu())/1e3, c.connector.allocs(), c.raw.allocs())
+}
+
+const tableHeader = "| case | pubsubio msg/s | raw msg/s | ratio | prototype msg/s | pubsubio at the prototype's 10 streams/sub | vs prototype | CPU µs/msg (pubsubio / raw) | allocs/msg (pubsubio / raw) |\n" +
+	"|---|---|---|---|---|---|---|---|---|"
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func rounded(xs []float64) []int {
+	out := make([]int, len(xs))
+	for i, x := range xs {
+		out[i] = int(x + 0.5)
+	}
+	return out
+}
+
+// percentile of sorted durations.
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[int(q*float64(len(sorted)-1))]
+}
