@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,6 +46,16 @@ type trap struct {
 	addr       string
 	accepted   atomic.Int64
 	authorized atomic.Int64 // RPCs that carried an authorization header
+
+	mu       sync.Mutex
+	received []metadata.MD // every RPC's incoming metadata, in arrival order
+}
+
+// receivedMetadata returns a copy of the metadata of every RPC the trap answered.
+func (tr *trap) receivedMetadata() []metadata.MD {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return slices.Clone(tr.received)
 }
 
 const trapMessage = "answered by the PUBSUB_EMULATOR_HOST trap"
@@ -57,9 +69,13 @@ func newTrap(t *testing.T) *trap {
 	tr := &trap{addr: l.Addr().String()}
 	// FailedPrecondition, because the GAPIC clients do not retry it.
 	srv := grpc.NewServer(grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
-		if md, _ := metadata.FromIncomingContext(ss.Context()); len(md.Get("authorization")) > 0 {
+		md, _ := metadata.FromIncomingContext(ss.Context())
+		if len(md.Get("authorization")) > 0 {
 			tr.authorized.Add(1)
 		}
+		tr.mu.Lock()
+		tr.received = append(tr.received, md.Copy())
+		tr.mu.Unlock()
 		return status.Error(codes.FailedPrecondition, trapMessage)
 	}))
 	go srv.Serve(countingListener{l, &tr.accepted})
