@@ -114,30 +114,33 @@ func addNameSeeds(f *testing.F, collection string) {
 	}
 }
 
-func FuzzParseSubscription(f *testing.F) {
-	addNameSeeds(f, "subscriptions")
+// resourceName is what ParseSubscription and ParseTopic return.
+type resourceName interface {
+	String() string
+	Validate() error
+}
+
+// fuzzParser fuzzes parse, the parser of names in collection: every
+// property of checkParse, and an accepted name passes its own Validate.
+func fuzzParser(f *testing.F, collection string, parse func(string) (resourceName, error)) {
+	addNameSeeds(f, collection)
 	f.Fuzz(func(t *testing.T, name string) {
-		checkParse(t, name, "subscriptions", func(n string) (string, error) {
-			s, err := ParseSubscription(n)
-			if err == nil && s.Validate() != nil {
-				t.Fatalf("ParseSubscription(%q) = %+v, which its own Validate rejects: %v", n, s, s.Validate())
+		checkParse(t, name, collection, func(n string) (string, error) {
+			r, err := parse(n)
+			if err == nil && r.Validate() != nil {
+				t.Fatalf("parsing %q gives %+v, which its own Validate rejects: %v", n, r, r.Validate())
 			}
-			return s.String(), err
+			return r.String(), err
 		})
 	})
 }
 
+func FuzzParseSubscription(f *testing.F) {
+	fuzzParser(f, "subscriptions", func(n string) (resourceName, error) { return ParseSubscription(n) })
+}
+
 func FuzzParseTopic(f *testing.F) {
-	addNameSeeds(f, "topics")
-	f.Fuzz(func(t *testing.T, name string) {
-		checkParse(t, name, "topics", func(n string) (string, error) {
-			tp, err := ParseTopic(n)
-			if err == nil && tp.Validate() != nil {
-				t.Fatalf("ParseTopic(%q) = %+v, which its own Validate rejects: %v", n, tp, tp.Validate())
-			}
-			return tp.String(), err
-		})
-	})
+	fuzzParser(f, "topics", func(n string) (resourceName, error) { return ParseTopic(n) })
 }
 
 // FuzzValidateName covers the names built with TopicOf and SubscriptionOf,
