@@ -19,6 +19,9 @@ import (
 const (
 	crashDefaultMessages = 2000
 	crashDefaultKills    = 5
+	// crashDefaultBufferedKills is smaller: before each further kill the
+	// emulator must give the whole backlog back, 30-60 s after the last.
+	crashDefaultBufferedKills = 2
 	// crashProgressLimit bounds the wait for a kill point given as output
 	// progress: the previous kill's leases lapse within about 10 s, and the
 	// process needs a few seconds to start.
@@ -96,7 +99,7 @@ func TestCrashLoopWholeProcessKilled(t *testing.T) {
 func TestCrashLoopWholeBacklogBuffered(t *testing.T) {
 	e := emulator.Require(t)
 	n := crashEnvInt(t, envCrashMessages, crashDefaultMessages)
-	kills := crashEnvInt(t, envCrashKills, crashDefaultKills)
+	kills := crashEnvInt(t, envCrashKills, crashDefaultBufferedKills)
 	_, seed := crashRand(t) // no random points here; logged for the summary line
 	bin := buildCrashPipeline(t)
 	c := newCrashTopology(t, e, "crash-buffered", n)
