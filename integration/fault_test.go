@@ -605,9 +605,9 @@ func TestFaultPrepareAdminFailures(t *testing.T) {
 	sub := pubsubio.SubscriptionOf(emulator.Project, subID)
 	type setup int
 	const (
-		existing setup = iota // the subscription exists, no Setup
-		missing               // it does not; Setup carries create options
-		seekLatest // pstest answers a snapshot seek Unimplemented before any reactor runs
+		existing   setup = iota // the subscription exists, no Setup
+		missing                 // it does not; Setup carries create options
+		seekLatest              // pstest answers a snapshot seek Unimplemented before any reactor runs
 	)
 	cases := []struct {
 		name   string
