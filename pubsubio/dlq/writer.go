@@ -115,7 +115,7 @@ func (w *writer) wait(ctx context.Context, what string) error {
 		case <-timer.C:
 			confirmed := w.confirmed(pending)
 			w.stats.stalled = int64(len(pending) - confirmed)
-			return fmt.Errorf("dlq.Write: Pub/Sub confirmed %d of %d dead letters published to %s within FlushTimeout %v (%s); the bundle fails and the runner retries it, which can publish some of them twice. Check that the topic is reachable and its publish quota not exhausted, or raise FlushTimeout",
+			return fmt.Errorf("dlq.Write: Pub/Sub confirmed %d of %d dead letters published to %s within FlushTimeout %v (%s); the bundle fails: a runner that retries bundles (Dataflow, Flink) publishes them again, some possibly twice; Prism fails the job. Check that the topic is reachable and its publish quota not exhausted, or raise FlushTimeout",
 				confirmed, len(pending), w.cfg.Topic, w.cfg.FlushTimeout, what)
 		case <-ctx.Done():
 			w.confirmed(pending)
@@ -155,11 +155,11 @@ func (w *writer) publishError(err error) error {
 	case codes.NotFound:
 		return fmt.Errorf("dlq.Write: the dead-letter topic %s does not exist (NOT_FOUND): %w. dlq.Write never creates its topic, because a dead-letter topic created on the fly has no subscription and what lands there is kept for nobody: create the topic and a subscription to it, or fix Config.Topic", w.cfg.Topic, err)
 	case codes.DeadlineExceeded:
-		return fmt.Errorf("dlq.Write: Pub/Sub did not confirm dead letters published to %s within the client's publish timeout (twice FlushTimeout %v), retries included: %w. The bundle fails and the runner retries it; check that the topic is reachable and its publish quota not exhausted, or raise FlushTimeout", w.cfg.Topic, w.cfg.FlushTimeout, err)
+		return fmt.Errorf("dlq.Write: Pub/Sub did not confirm dead letters published to %s within the client's publish timeout (twice FlushTimeout %v), retries included: %w. The bundle fails (a runner that retries bundles publishes them again; Prism fails the job); check that the topic is reachable and its publish quota not exhausted, or raise FlushTimeout", w.cfg.Topic, w.cfg.FlushTimeout, err)
 	case codes.PermissionDenied:
 		return fmt.Errorf("dlq.Write: publishing to the dead-letter topic %s was denied (PERMISSION_DENIED): %w. Grant the identity of Config.Connection (application-default credentials unless CredentialsFile is set) the Pub/Sub Publisher role on the topic", w.cfg.Topic, err)
 	}
-	return fmt.Errorf("dlq.Write: publishing dead letters to %s failed with %s after the client's retries; the bundle fails and the runner retries it: %w", w.cfg.Topic, CodeName(code), err)
+	return fmt.Errorf("dlq.Write: publishing dead letters to %s failed with %s after the client's retries; the bundle fails (a runner that retries bundles publishes them again; Prism fails the job): %w", w.cfg.Topic, CodeName(code), err)
 }
 
 // flushAsync asks the publisher to send what it batches without blocking

@@ -262,7 +262,7 @@ func TestWriterFlushTimeout(t *testing.T) {
 			if err == nil {
 				t.Fatal("the bundle succeeded with Pub/Sub holding every publish")
 			}
-			for _, want := range []string{"confirmed 0 of 5", dlqTopic.String(), "FlushTimeout 300ms", tc.want, "retries it"} {
+			for _, want := range []string{"confirmed 0 of 5", dlqTopic.String(), "FlushTimeout 300ms", tc.want, "runner that retries bundles"} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q does not contain %q", err, want)
 				}

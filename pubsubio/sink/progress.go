@@ -35,7 +35,7 @@ func (w *writer) await(ctx context.Context, what string, done func() bool) error
 		now := w.now()
 		idle := now.Sub(progress)
 		if idle >= budget {
-			return w.setErr(fmt.Errorf("pubsubio.Write: Pub/Sub answered none of %d outstanding publishes for PublishProgressTimeout %v while %s; the bundle fails and the runner retries it. Check that the topics are reachable and the publish quota is not exhausted, or raise PublishProgressTimeout",
+			return w.setErr(fmt.Errorf("pubsubio.Write: Pub/Sub answered none of %d outstanding publishes for PublishProgressTimeout %v while %s; the bundle fails (a runner that retries bundles publishes them again; Prism fails the job). Check that the topics are reachable and the publish quota is not exhausted, or raise PublishProgressTimeout",
 				w.inflightMsgs, budget, what))
 		}
 		if idle >= tick && now.Sub(warned) >= tick {

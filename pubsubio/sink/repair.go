@@ -169,6 +169,6 @@ func (w *writer) exhausted(d *dest, created bool, routed int64) error {
 	if created {
 		what = "kept failing after the topic was created"
 	}
-	return fmt.Errorf("pubsubio.Write: %d parked messages to %s could not be republished within RecoveryMaxAttempts %d: the republish %s (%d messages were handed to the failure policy during the repair); the bundle fails and the runner retries it. Last failure: %v",
+	return fmt.Errorf("pubsubio.Write: %d parked messages to %s could not be republished within RecoveryMaxAttempts %d: the republish %s (%d messages were handed to the failure policy during the repair); the bundle fails (a runner that retries bundles publishes them again; Prism fails the job). Last failure: %v",
 		len(d.parked), d.topic, w.cfg.RecoveryMaxAttempts, what, routed, d.lastErr)
 }

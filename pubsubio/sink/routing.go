@@ -76,7 +76,7 @@ func (w *writer) complete(p *pending) {
 		w.park(d, p, err)
 	default:
 		w.countRoot(code, err)
-		w.setErr(fmt.Errorf("pubsubio.Write: publishing to %s failed with %s after the client's retries; the bundle fails and the runner retries it (at-least-once). %s: %w",
+		w.setErr(fmt.Errorf("pubsubio.Write: publishing to %s failed with %s after the client's retries; the bundle fails (a runner that retries bundles publishes it again, at-least-once; Prism fails the job). %s: %w",
 			d.topic, dlq.CodeName(code), w.outageHint(code, d.topic), err))
 	}
 }

@@ -197,7 +197,7 @@ func TestAsyncErrorSurfacesInNextProcessElement(t *testing.T) {
 		t.Fatal("the verdict never reached the writer")
 	}
 	err := h.process(msg("b"))
-	if err == nil || !strings.Contains(err.Error(), "UNAVAILABLE") || !strings.Contains(err.Error(), "runner retries") {
+	if err == nil || !strings.Contains(err.Error(), "UNAVAILABLE") || !strings.Contains(err.Error(), "runner that retries bundles") {
 		t.Fatalf("next ProcessElement returned %v, want the captured UNAVAILABLE", err)
 	}
 }
@@ -759,7 +759,7 @@ func TestOutageErrorSaysWhatToDo(t *testing.T) {
 			h := newHarness(t, Config{}, be)
 			h.mustProcess(msg("a"))
 			err := h.finish()
-			for _, w := range append(want, dlq.CodeName(code), "runner retries") {
+			for _, w := range append(want, dlq.CodeName(code), "runner that retries bundles") {
 				if err == nil || !strings.Contains(err.Error(), w) {
 					t.Fatalf("error %v does not mention %q", err, w)
 				}
