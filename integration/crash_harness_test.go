@@ -51,7 +51,7 @@ const (
 const (
 	crashAckDeadline   = 10 * time.Second // input subscription
 	crashIdleTimeout   = 30 * time.Second // completion runs end this long after the last message
-	crashCompleteLimit = 8 * time.Minute  // completion runs, all together
+	crashCompleteLimit = 12 * time.Minute // completion runs, all together (a replay needed 7.5 min)
 	crashRunLimit      = 10 * time.Minute // one completion run, 20,000 messages on a loaded box
 	crashArrivalLimit  = 2 * time.Minute  // the last outputs to show up, and a failing test's diagnosis
 	crashSettleLimit   = 10 * time.Second // outputs to show up once a completion run ended (it published them before exiting)
