@@ -77,19 +77,24 @@ func main() {
 	for _, s := range strings.Split(*only, ",") {
 		want[strings.TrimSpace(s)] = true
 	}
+	known := map[string]bool{}
+	for _, s := range steps() {
+		known[s.name] = true
+	}
+	for name := range want {
+		if !known[name] {
+			exitOn(fmt.Errorf("unknown step %q in --only; use soak, budget and/or crash", name))
+		}
+	}
 	var failed []string
 	for _, s := range steps() {
 		if !want[s.name] {
 			continue
 		}
-		delete(want, s.name)
 		if err := runStep(s, filepath.Join(dir, s.name+".log")); err != nil {
 			fmt.Printf("%s: FAILED: %v\n", s.name, err)
 			failed = append(failed, s.name)
 		}
-	}
-	for name := range want {
-		exitOn(fmt.Errorf("unknown step %q in --only; use soak, budget and/or crash", name))
 	}
 	if len(failed) > 0 {
 		fmt.Printf("\nfailed: %s (full output in %s)\n", strings.Join(failed, ", "), dir)
