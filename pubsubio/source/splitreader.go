@@ -66,7 +66,11 @@ type splitReader struct {
 	buffered    int
 	pending     map[string]*delivery // by ack ID
 	held        map[string]*delivery // by message ID, buffered or pending
-	lastPolled  time.Time
+	lastPolled time.Time
+	// lastArrival is the latest delivery or (re)start of the subscriber,
+	// whichever is later: idleness counts only time spent listening, so a
+	// subscriber stopped at the budget during a long downstream stall does
+	// not make a bounded read look idle the moment it starts again.
 	lastArrival time.Time
 	newestEmit  time.Time
 	recentAcks  []recentAck
@@ -134,6 +138,7 @@ func (r *splitReader) poll(ctx context.Context) error {
 		r.stats.add(subscriberRestarts, 1)
 	}
 	r.started = true
+	r.lastArrival = r.now()
 	runCtx, cancel := context.WithCancel(context.Background())
 	run := &receiveRun{cancel: cancel, done: make(chan struct{})}
 	r.running = run

@@ -575,9 +575,14 @@ func TestBudgetMessageLimitNacksStopsAndRestarts(t *testing.T) {
 		t.Errorf("drained %v after the budget stop, want nothing", ackIDsOf(got))
 	}
 
-	// The next poll restarts it.
+	// The next poll restarts it, and idleness counts from the restart: a
+	// downstream stall longer than IdleTimeout must not end a bounded read.
+	h.clock.advance(time.Hour)
 	h.checkCount("subscriber_restarts", subscriberRestarts, 0)
 	run2 := h.poll()
+	if got := h.r.snapshot(time.Time{}).lastArrival; !got.Equal(h.clock.now()) {
+		t.Errorf("after the restart the split counts idleness from %v, want the restart at %v", got, h.clock.now())
+	}
 	if run2 == run {
 		t.Fatal("poll after the budget stop kept the stopped run")
 	}
