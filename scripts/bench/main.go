@@ -33,7 +33,7 @@ var (
 	readMessages      = flag.Int("read_messages", 10000, "messages per subscription per read run, 1 KiB cases")
 	readMessagesLarge = flag.Int("read_messages_16k", 2500, "messages per subscription per read run, 16 KiB cases")
 	writeMessages     = flag.Int("write_messages", 100000, "messages per write run, 1 KiB cases")
-	writeMessages64k  = flag.Int("write_messages_64k", 2000, "messages per write run, 64 KiB cases")
+	writeMessages64k  = flag.Int("write_messages_64k", 10000, "messages per write run, 64 KiB cases")
 	protoMessages     = flag.Int("prototype_messages", 1000, "messages per run of Beam's prototype writer (it publishes one at a time), 1 KiB")
 	protoMessages64k  = flag.Int("prototype_messages_64k", 200, "the same, 64 KiB")
 
