@@ -59,13 +59,13 @@ type splitReader struct {
 	dial    func(context.Context) (subscription, error)
 	created time.Time
 
-	mu          sync.Mutex
-	sub         subscription
-	running     *receiveRun
-	buffer      []*delivery // FIFO; superseded entries are skipped when drained
-	buffered    int
-	pending     map[string]*delivery // by ack ID
-	held        map[string]*delivery // by message ID, buffered or pending
+	mu         sync.Mutex
+	sub        subscription
+	running    *receiveRun
+	buffer     []*delivery // FIFO; superseded entries are skipped when drained
+	buffered   int
+	pending    map[string]*delivery // by ack ID
+	held       map[string]*delivery // by message ID, buffered or pending
 	lastPolled time.Time
 	// lastArrival is the latest delivery or (re)start of the subscriber,
 	// whichever is later: idleness counts only time spent listening, so a
