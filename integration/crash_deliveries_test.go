@@ -67,21 +67,11 @@ func (d *deliveryCounter) reset() {
 // awaitDelivered waits until n distinct messages were delivered since the
 // last reset or timeout passes, and returns how many were.
 func (d *deliveryCounter) awaitDelivered(n int, timeout time.Duration) int {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
+	return awaitAtLeast(n, timeout, func() (int, <-chan struct{}) {
 		d.mu.Lock()
-		got, changed := len(d.delivered), d.changed
-		d.mu.Unlock()
-		if got >= n {
-			return got
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			return got
-		}
-	}
+		defer d.mu.Unlock()
+		return len(d.delivered), d.changed
+	})
 }
 
 func (d *deliveryCounter) note(msgs []*pubsubpb.ReceivedMessage) {

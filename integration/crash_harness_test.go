@@ -278,12 +278,21 @@ func (w *outputWatcher) distinct() int {
 // awaitDistinct waits until at least n input IDs reached the output or
 // timeout passes, and returns how many did.
 func (w *outputWatcher) awaitDistinct(n int, timeout time.Duration) int {
+	return awaitAtLeast(n, timeout, func() (int, <-chan struct{}) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return len(w.byInput), w.changed
+	})
+}
+
+// awaitAtLeast waits until current reports at least n or timeout passes,
+// and returns the last count. current returns the count and a channel that
+// is closed at the next change.
+func awaitAtLeast(n int, timeout time.Duration, current func() (int, <-chan struct{})) int {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
-		w.mu.Lock()
-		got, changed := len(w.byInput), w.changed
-		w.mu.Unlock()
+		got, changed := current()
 		if got >= n {
 			return got
 		}
