@@ -68,9 +68,9 @@ type splitReader struct {
 	held       map[string]*delivery // by message ID, buffered or pending
 	lastPolled time.Time
 	// lastArrival is the latest delivery or (re)start of the subscriber,
-	// whichever is later: idleness counts only time spent listening, so a
-	// subscriber stopped at the budget during a long downstream stall does
-	// not make a bounded read look idle the moment it starts again.
+	// whichever is later: idleness counts only time spent listening (see
+	// snapshot), so a subscriber stopped at the budget during a long
+	// downstream stall does not make a bounded read look idle.
 	lastArrival time.Time
 	newestEmit  time.Time
 	recentAcks  []recentAck
@@ -547,6 +547,13 @@ func (r *splitReader) snapshot(cutoff time.Time) snapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := snapshot{buffered: r.buffered, lastArrival: r.lastArrival, newestEmitted: r.newestEmit}
+	if r.running == nil {
+		// Stopped (at the budget, or failed) and not yet restarted: the
+		// split is not listening, so it cannot be idle. Without this, a
+		// bundle that stalled downstream past IdleTimeout would end a
+		// bounded read with the backlog the budget gave back unread.
+		s.lastArrival = r.now()
+	}
 	for _, d := range r.buffer {
 		if d.state != buffered || d.eventErr != nil || d.arrived.Before(cutoff) {
 			continue

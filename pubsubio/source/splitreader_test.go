@@ -575,9 +575,13 @@ func TestBudgetMessageLimitNacksStopsAndRestarts(t *testing.T) {
 		t.Errorf("drained %v after the budget stop, want nothing", ackIDsOf(got))
 	}
 
-	// The next poll restarts it, and idleness counts from the restart: a
-	// downstream stall longer than IdleTimeout must not end a bounded read.
+	// A stopped split is not idle however long the downstream stalls, and
+	// after the next poll restarts it idleness counts from the restart: a
+	// stall longer than IdleTimeout must not end a bounded read.
 	h.clock.advance(time.Hour)
+	if got := h.r.snapshot(time.Time{}).lastArrival; !got.Equal(h.clock.now()) {
+		t.Errorf("stopped at the budget, the split counts idleness from %v, want now (%v): it is not listening", got, h.clock.now())
+	}
 	h.checkCount("subscriber_restarts", subscriberRestarts, 0)
 	run2 := h.poll()
 	if got := h.r.snapshot(time.Time{}).lastArrival; !got.Equal(h.clock.now()) {
