@@ -43,7 +43,10 @@ const ProductionEndpoint = "pubsub.googleapis.com:443"
 // Pass the connection to cloud.google.com/go/pubsub/v2 or its apiv1 clients
 // with option.WithGRPCConn, as their only transport option. The caller owns
 // it: closing any client built on it closes it.
-func Dial(ctx context.Context, s Settings) (*grpc.ClientConn, error) {
+//
+// extra dial options are added to the connection (the source records what
+// its streaming pulls receive with an interceptor).
+func Dial(ctx context.Context, s Settings, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
@@ -58,8 +61,7 @@ func Dial(ctx context.Context, s Settings) (*grpc.ClientConn, error) {
 		// URL, so the "%" of an IPv6 zone ("[fe80::1%eth0]:8085"), which
 		// Validate accepts, is escaped; the resolver gets it back unescaped.
 		conn, err := grpc.NewClient("dns:///"+strings.ReplaceAll(s.EmulatorEndpoint, "%", "%25"),
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			maxRecv)
+			append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), maxRecv}, extra...)...)
 		if err != nil {
 			return nil, fmt.Errorf("EmulatorEndpoint %q: %w", s.EmulatorEndpoint, err)
 		}
@@ -74,6 +76,9 @@ func Dial(ctx context.Context, s Settings) (*grpc.ClientConn, error) {
 		// redials, rather than leaving a streaming pull waiting forever.
 		option.WithGRPCDialOption(grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 5 * time.Minute})),
 		option.WithGRPCDialOption(maxRecv),
+	}
+	for _, o := range extra {
+		opts = append(opts, option.WithGRPCDialOption(o))
 	}
 	if s.CredentialsFile != "" {
 		key, err := readServiceAccountKey(s.CredentialsFile)
@@ -97,8 +102,8 @@ func Dial(ctx context.Context, s Settings) (*grpc.ClientConn, error) {
 
 // NewClient builds a *pubsub.Client for project over a connection from Dial.
 // Closing the client closes the connection.
-func NewClient(ctx context.Context, project string, s Settings) (*pubsub.Client, error) {
-	conn, err := Dial(ctx, s)
+func NewClient(ctx context.Context, project string, s Settings, extra ...grpc.DialOption) (*pubsub.Client, error) {
+	conn, err := Dial(ctx, s, extra...)
 	if err != nil {
 		return nil, err
 	}

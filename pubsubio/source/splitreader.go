@@ -62,6 +62,7 @@ type splitReader struct {
 	mu         sync.Mutex
 	sub        subscription
 	running    *receiveRun
+	stopping   *receiveRun // stopped by stopLocked, its Receive not yet returned
 	buffer     []*delivery // FIFO; superseded entries are skipped when drained
 	buffered   int
 	pending    map[string]*delivery // by ack ID
@@ -127,6 +128,17 @@ func (r *splitReader) poll(ctx context.Context) error {
 	if r.running != nil {
 		return nil
 	}
+	if r.stopping != nil {
+		// A stopping run gives back, as its Receive returns, everything its
+		// connection pulled and did not deliver (pulled.go): a new run on
+		// the same connection waits for that, or it would include its pulls.
+		select {
+		case <-r.stopping.done:
+			r.stopping = nil
+		default:
+			return nil
+		}
+	}
 	if r.sub == nil {
 		sub, err := r.dial(ctx)
 		if err != nil {
@@ -147,7 +159,7 @@ func (r *splitReader) poll(ctx context.Context) error {
 }
 
 func (r *splitReader) receive(ctx context.Context, run *receiveRun, sub subscription) {
-	err := sub.receive(ctx, func(m *pubsub.Message) { r.deliver(run, m, m, ackIDOf(m)) })
+	err := sub.receive(ctx, func(m *pubsub.Message) bool { return r.deliver(run, m, m, ackIDOf(m)) })
 	close(run.done)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -182,8 +194,10 @@ func describeReceiveError(sub model.Subscription, err error) error {
 
 // deliver is the client's callback: it only buffers, so it never blocks the
 // client (under ordering, the client runs a key's next callback only after
-// this one returns).
-func (r *splitReader) deliver(run *receiveRun, m *pubsub.Message, h handle, ackID string) {
+// this one returns). It reports whether it took the message; one it did
+// not take is given back with the RPC once the subscriber stopped
+// (subscription.receive).
+func (r *splitReader) deliver(run *receiveRun, m *pubsub.Message, h handle, ackID string) bool {
 	size := int64(len(m.Data) + len(m.OrderingKey))
 	for k, v := range m.Attributes {
 		size += int64(len(k) + len(v))
@@ -193,18 +207,19 @@ func (r *splitReader) deliver(run *receiveRun, m *pubsub.Message, h handle, ackI
 	if r.running != run {
 		h.Nack()
 		r.stats.add(nackedShutdown, 1)
-		return
+		return false
 	}
 	if prev := r.held[m.ID]; prev != nil {
 		r.settleLocked(prev, nackIt, nackedSuperseded)
 	}
 	if !r.budget.reserve(size) {
-		// Not nacked here: the stop below nacks the client's inventory,
-		// this delivery included (see handBack).
+		// Not nacked here: it is not taken, so once the stop below ends the
+		// subscriber it is given back with the RPC, with what the client
+		// pulled and never delivered (pulled.go).
 		r.stats.add(nackedBudget, 1)
 		log.Warnf(context.Background(), "pubsubio: buffer budget of %d messages / %d bytes reached; stopping the subscriber of %s until it is polled again (raise BufferMaxMessages/BufferMaxBytes if ordinary bursts reach it)", r.cfg.BufferMaxMessages, r.cfg.BufferMaxBytes, r.split.Subscription)
 		r.stopLocked(nackedBudget)
-		return
+		return false
 	}
 	now := r.now()
 	d := &delivery{
@@ -234,6 +249,7 @@ func (r *splitReader) deliver(run *receiveRun, m *pubsub.Message, h handle, ackI
 	r.held[m.ID] = d
 	r.lastArrival = now
 	r.stats.add(messagesReceived, 1)
+	return true
 }
 
 // settlement is how a delivery leaves the split.
@@ -457,12 +473,18 @@ func (r *splitReader) stopLocked(reason counter) *receiveRun {
 		return nil
 	}
 	r.running = nil
+	r.stopping = run
 	run.stopping = true
 	run.cancel()
 	acks, sub := r.takeRecentAcksLocked(), r.sub
 	go func() {
 		r.awaitStop(run)
 		r.settleByRPC(sub, acks, nacks)
+		r.mu.Lock()
+		if r.stopping == run {
+			r.stopping = nil // abandoned after ShutdownTimeout: a new run may start anyway
+		}
+		r.mu.Unlock()
 	}()
 	return run
 }

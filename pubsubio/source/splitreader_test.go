@@ -115,7 +115,7 @@ func (f *fakeSub) nackInventory() {
 
 func newFakeSub() *fakeSub { return &fakeSub{receives: make(chan context.Context, 100)} }
 
-func (f *fakeSub) receive(ctx context.Context, _ func(*pubsub.Message)) error {
+func (f *fakeSub) receive(ctx context.Context, _ func(*pubsub.Message) bool) error {
 	f.receives <- ctx
 	<-ctx.Done()
 	f.nackInventory()
@@ -772,7 +772,7 @@ type failingSub struct {
 	fail chan error
 }
 
-func (f *failingSub) receive(ctx context.Context, _ func(*pubsub.Message)) error {
+func (f *failingSub) receive(ctx context.Context, _ func(*pubsub.Message) bool) error {
 	defer f.nackInventory()
 	select {
 	case err := <-f.fail:

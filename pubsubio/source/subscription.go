@@ -3,9 +3,11 @@ package source
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
@@ -15,8 +17,10 @@ import (
 // the Acknowledge RPC. An interface so that split tests can deliver by hand.
 type subscription interface {
 	// receive streams messages into f until ctx is done or the stream fails
-	// permanently.
-	receive(ctx context.Context, f func(*pubsub.Message)) error
+	// permanently. f reports whether the split took the message; what it
+	// did not take, and what was pulled but never handed to f, is given
+	// back before receive returns.
+	receive(ctx context.Context, f func(*pubsub.Message) bool) error
 	// acknowledge acks by ID: messages received by another process, or by
 	// a subscriber that stopped.
 	acknowledge(ctx context.Context, ackIDs []string) error
@@ -35,20 +39,39 @@ type clientSubscription struct {
 	client   *pubsub.Client
 	name     string
 	settings pubsub.ReceiveSettings
+	pulled   *pulled // what the client pulled and has not handed over
 }
 
 func dialSubscription(ctx context.Context, sub model.Subscription, cfg Config) (subscription, error) {
-	client, err := connection.NewClient(ctx, sub.Project, cfg.Connection)
+	p := newPulled()
+	client, err := connection.NewClient(ctx, sub.Project, cfg.Connection, p.interceptor())
 	if err != nil {
 		return nil, fmt.Errorf("pubsubio: connecting to read %s: %w", sub, err)
 	}
-	return &clientSubscription{client: client, name: sub.String(), settings: cfg.receiveSettings()}, nil
+	return &clientSubscription{client: client, name: sub.String(), settings: cfg.receiveSettings(), pulled: p}, nil
 }
 
-func (s *clientSubscription) receive(ctx context.Context, f func(*pubsub.Message)) error {
+// giveBackTimeout bounds the nack of what a stopped Receive left leased.
+const giveBackTimeout = 10 * time.Second
+
+func (s *clientSubscription) receive(ctx context.Context, f func(*pubsub.Message) bool) error {
 	sub := s.client.Subscriber(s.name)
 	sub.ReceiveSettings = s.settings
-	return sub.Receive(ctx, func(_ context.Context, m *pubsub.Message) { f(m) })
+	err := sub.Receive(ctx, func(_ context.Context, m *pubsub.Message) {
+		if f(m) {
+			s.pulled.handedOver(m.ID)
+		}
+	})
+	// Receive has returned: no callback runs any more, so what is left was
+	// pulled and never taken by the split.
+	if left := s.pulled.take(); len(left) > 0 {
+		nctx, cancel := context.WithTimeout(context.Background(), giveBackTimeout)
+		defer cancel()
+		if nerr := s.nack(nctx, left); nerr != nil {
+			log.Warnf(nctx, "pubsubio: giving back %d messages the stopped subscriber of %s had pulled but not delivered failed (they return when their lease lapses): %v", len(left), s.name, nerr)
+		}
+	}
+	return err
 }
 
 func (s *clientSubscription) acknowledge(ctx context.Context, ackIDs []string) error {

@@ -1,0 +1,83 @@
+package source
+
+import (
+	"context"
+	"sync"
+
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/grpc"
+)
+
+// streamingPullMethod is the RPC whose responses pulled records.
+const streamingPullMethod = "/google.pubsub.v1.Subscriber/StreamingPull"
+
+// pulled records the messages a split's streaming pulls received that the
+// client has not yet handed to the split, so that a stopped subscriber can
+// give them back with the RPC.
+//
+// The client holds what it pulled beyond its flow control in an inventory
+// it leases but does not deliver. Stopping the subscriber leaves that
+// inventory to the client's own shutdown nack, which races Receive
+// returning and does not reliably reach Pub/Sub (measured on the emulator:
+// whole streaming-pull responses, 100 messages each, then stayed leased for
+// minutes). Only the split's connection sees those ack IDs, so an
+// interceptor on it records every one, the split forgets those handed to
+// it, and what is left when Receive returns is nacked.
+type pulled struct {
+	mu  sync.Mutex
+	ids map[string]string // message ID -> ack ID
+}
+
+func newPulled() *pulled { return &pulled{ids: map[string]string{}} }
+
+// interceptor wraps the connection's streaming pulls to record what they
+// receive.
+func (p *pulled) interceptor() grpc.DialOption {
+	return grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		s, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil || method != streamingPullMethod {
+			return s, err
+		}
+		return &recordingStream{ClientStream: s, pulled: p}, nil
+	})
+}
+
+type recordingStream struct {
+	grpc.ClientStream
+	pulled *pulled
+}
+
+func (s *recordingStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if resp, ok := m.(*pubsubpb.StreamingPullResponse); ok && err == nil {
+		s.pulled.add(resp.GetReceivedMessages())
+	}
+	return err
+}
+
+func (p *pulled) add(msgs []*pubsubpb.ReceivedMessage) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range msgs {
+		p.ids[m.GetMessage().GetMessageId()] = m.GetAckId()
+	}
+}
+
+// handedOver forgets a message the split took responsibility for.
+func (p *pulled) handedOver(messageID string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.ids, messageID)
+}
+
+// take returns and forgets the ack IDs of everything not handed over.
+func (p *pulled) take() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(p.ids))
+	for _, ackID := range p.ids {
+		out = append(out, ackID)
+	}
+	clear(p.ids)
+	return out
+}
