@@ -125,6 +125,18 @@ func (s *prismServer) awaitTerminal(job string, timeout time.Duration) (states [
 	}
 }
 
+// lostDisconnect reports whether Prism logged a worker's disconnect as an
+// additional response of a bundle that had already answered: the race that
+// leaves the job RUNNING without a worker.
+func (s *prismServer) lostDisconnect() bool {
+	for _, line := range strings.Split(s.proc.stderr(), "\n") {
+		if strings.Contains(line, "additional bundle response") && strings.Contains(line, "SDK worker disconnected") {
+			return true
+		}
+	}
+	return false
+}
+
 // jobFailure returns Prism's "job failed" log line for job, cut to n bytes.
 func (s *prismServer) jobFailure(job string, n int) string {
 	for _, line := range strings.Split(s.proc.stderr(), "\n") {
@@ -177,6 +189,21 @@ func TestCrashWorkerKilledPrismKept(t *testing.T) {
 		w.kill()
 		killed := time.Now()
 		states, err := prism.awaitTerminal(job, jobEndLimit)
+		if err != nil && prism.lostDisconnect() {
+			// Measured once in CI (seed 1796056754418108051, a kill at the
+			// first outputs): Prism took the disconnect as an "additional
+			// bundle response" of a bundle that had already answered and left
+			// the job RUNNING with no worker. That is Prism's hang, not the
+			// connector's; the job is cancelled so the resubmission can run.
+			t.Logf("kill %d/%d: Prism logged the disconnect as an additional bundle response and left job %s %v for %v; cancelling it", k+1, kills, job, states, jobEndLimit)
+			if _, cerr := prism.jobs.Cancel(context.Background(), &jobpb.CancelJobRequest{JobId: job}); cerr != nil {
+				t.Fatalf("cancelling the hung job %s: %v", job, cerr)
+			}
+			if _, err := prism.awaitTerminal(job, prismStartLimit); err != nil {
+				t.Fatalf("the hung job %s did not end after Cancel: %v", job, err)
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatalf("after SIGKILL of its worker: %v; prism log tail:\n%s", err, crashTail(prism.proc.stderr(), 4000))
 		}
