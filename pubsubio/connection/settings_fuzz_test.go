@@ -23,7 +23,7 @@ func endpointOK(ep string) bool {
 	} else if strings.Contains(host, ":") {
 		return false // an IPv6 address needs brackets to carry a port
 	}
-	if host == "" || port == "" || len(port) > 5 {
+	if host == "" || port == "" { // leading zeros are fine: "000001" is port 1, to Validate and to Go's dialer
 		return false
 	}
 	for _, c := range []byte(port) {
