@@ -52,12 +52,13 @@ type Config struct {
 	// MaxInFlightMessages and at the end of a bundle (default 60 s, the
 	// client's default publish timeout: a default wait lasts about as long
 	// as one publish's retries would). One deadline covers all of a wait's
-	// dead letters. On expiry the bundle fails and the runner retries it;
-	// the publishes are not cancelled, so a retried bundle may publish some
-	// dead letters twice (consume the topic idempotently). The client's
-	// publish timeout, retries included, is twice FlushTimeout: long enough
-	// that the wait, not the client, is what expires, bounded so that an
-	// abandoned publish does not linger. Sizing: a wait at the cap carries
+	// dead letters. On expiry the bundle fails (a runner that retries bundles
+	// retries it; Prism fails the job); the publishes are not cancelled, so
+	// a retried bundle or a rerun job may publish some dead letters twice
+	// (consume the topic idempotently). The client's publish timeout,
+	// retries included, is twice FlushTimeout: long enough that the wait,
+	// not the client, is what expires, bounded so that an abandoned publish
+	// does not linger. Sizing: a wait at the cap carries
 	// MaxInFlightMessages dead letters; keep FlushTimeout well under
 	// whatever bounds a bundle on your runner.
 	FlushTimeout time.Duration

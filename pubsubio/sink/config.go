@@ -40,8 +40,9 @@ const (
 type FailurePolicy string
 
 const (
-	// PolicyFail (default) fails the bundle; the runner retries it. It is the
-	// only policy that never leaves a gap in the output.
+	// PolicyFail (default) fails the bundle: a runner that retries bundles
+	// publishes it again; Prism fails the job. It is the only policy that
+	// never leaves a gap in the output.
 	PolicyFail FailurePolicy = "FAIL"
 	// PolicyDrop logs each failed message at warning level with its
 	// destination and status, counts it, and drops it.

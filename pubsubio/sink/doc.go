@@ -19,7 +19,8 @@
 //     only a message rejected alone reaches the failure policy;
 //   - an ordering key the client paused: what it cancelled is parked, the
 //     key resumed and the messages republished in publish order;
-//   - anything else (an outage) fails the bundle; the runner retries it.
+//   - anything else (an outage) fails the bundle: a runner that retries
+//     bundles publishes it again; Prism fails the job.
 //
 // One file per concern: config.go (options, defaults, validation),
 // write.go and convert.go (graph construction), writefn.go (the DoFn),

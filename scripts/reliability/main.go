@@ -1,9 +1,10 @@
 // Command reliability runs the long reliability tests one after another —
-// the soak, the memory budget under a stalled downstream and the big crash
-// loop — and prints the figures they log. They are too long for CI's plain
+// the soak, the memory budget under a stalled downstream, the big crash
+// loop and the emulator's stranding of a stopped stream's messages — and
+// prints the figures they log. They are too long for CI's plain
 // `go test ./...`, where they skip unless PUBSUB_IT_LONG=1.
 //
-//	go run ./scripts/reliability                        # all three
+//	go run ./scripts/reliability                        # all four
 //	go run ./scripts/reliability --only=soak --soak=30m
 //
 // Each step is one `go test ./integration/` run with its own emulator,
@@ -11,7 +12,7 @@
 // (or the one named by PUBSUB_IT_EMULATOR); PUBSUB_IT_REQUIRE=1 is set so a
 // machine without an emulator fails instead of skipping. A step's whole
 // output goes to a log file whose path is printed; the figures are the
-// lines the tests tag (SOAK-, BUDGET-, CRASH) and the verdicts.
+// lines the tests tag (SOAK-, BUDGET-, CRASH, STRANDED) and the verdicts.
 package main
 
 import (
@@ -28,7 +29,7 @@ import (
 )
 
 var (
-	only      = flag.String("only", "soak,budget,crash", "steps to run, comma separated: soak, budget, crash")
+	only      = flag.String("only", "soak,budget,crash,stranded", "steps to run, comma separated: soak, budget, crash, stranded")
 	soak      = flag.String("soak", "10m", "the soak's duration (PUBSUB_IT_SOAK)")
 	crashN    = flag.Int("crash_messages", 20000, "messages per crash-loop run (PUBSUB_IT_CRASH_MESSAGES)")
 	logDir    = flag.String("logs", "", "directory for the steps' full output (default: a new temp directory)")
@@ -46,8 +47,9 @@ type step struct {
 func steps() []step {
 	return []step{
 		{name: "soak", run: "^TestSoakReadWrite$", timeout: soakTimeout(), env: []string{"PUBSUB_IT_SOAK=" + *soak}},
-		{name: "budget", run: "^TestBudgetStalledDownstream$", timeout: time.Hour},
+		{name: "budget", run: "^TestBudgetStalledDownstream$", timeout: 75 * time.Minute},
 		{name: "crash", run: "TestCrash", timeout: 90 * time.Minute, env: []string{fmt.Sprintf("PUBSUB_IT_CRASH_MESSAGES=%d", *crashN)}},
+		{name: "stranded", run: "^TestEmulatorStrandsWhatAStoppedStreamWasSent$", timeout: 20 * time.Minute},
 	}
 }
 
@@ -62,7 +64,7 @@ func soakTimeout() time.Duration {
 }
 
 // figure matches the lines worth printing: tagged figures and verdicts.
-var figure = regexp.MustCompile(`SOAK-|BUDGET-|CRASH|--- (PASS|FAIL|SKIP)|^(ok|FAIL)\s|panic:`)
+var figure = regexp.MustCompile(`SOAK-|BUDGET-|CRASH|STRANDED|after a .* gap|--- (PASS|FAIL|SKIP)|^(ok|FAIL)\s|panic:`)
 
 func main() {
 	flag.Parse()
@@ -83,7 +85,7 @@ func main() {
 	}
 	for name := range want {
 		if !known[name] {
-			exitOn(fmt.Errorf("unknown step %q in --only; use soak, budget and/or crash", name))
+			exitOn(fmt.Errorf("unknown step %q in --only; use soak, budget, crash and/or stranded", name))
 		}
 	}
 	var failed []string
