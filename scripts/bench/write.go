@@ -16,6 +16,7 @@ import (
 
 	"github.com/pubsubio/beam-pubsubio/integration/emulator"
 	"github.com/pubsubio/beam-pubsubio/pubsubio"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/sink"
 )
 
 func init() {
@@ -64,10 +65,21 @@ func compareWrite(ctx context.Context, e *env, c writeCase) (comparison, error) 
 	return cmp, nil
 }
 
+// writeRaw is the baseline: one Publisher per topic, every result awaited.
+// Flow control blocks at the sink's default in-flight caps, shared evenly by
+// the publishers as the sink's are shared by its destinations (messages go
+// round-robin): those caps are the sink's publish settings, and an
+// uncapped publisher would hold a whole run in memory (640 MiB of 64 KiB
+// messages), which no sink setting allows.
 func writeRaw(ctx context.Context, e *env, c writeCase, ps []pair) (float64, error) {
 	var pubs []*pubsub.Publisher
 	for _, p := range ps {
 		pub := e.client.Publisher(p.topic.String())
+		pub.PublishSettings.FlowControlSettings = pubsub.FlowControlSettings{
+			MaxOutstandingMessages: sink.DefaultMaxInFlightMessages / len(ps),
+			MaxOutstandingBytes:    sink.DefaultMaxInFlightBytes / len(ps),
+			LimitExceededBehavior:  pubsub.FlowControlBlock,
+		}
 		defer pub.Stop()
 		pubs = append(pubs, pub)
 	}
