@@ -118,11 +118,17 @@ type Config struct {
 	// must be 0 or 1: there is exactly one split per subscription.
 	Splits int
 
-	// MaxOutstandingMessages and MaxOutstandingBytes are the client's flow
-	// control per split (defaults 1000 and 1e9, the client's). Messages
-	// count until acked, and a message is acked only after a commit, so
-	// size them to at least peak messages/s times the runner's commit
-	// interval. -1 means no limit.
+	// MaxOutstandingMessages and MaxOutstandingBytes are the flow control
+	// of each of a split's streams (defaults 1000 and 1e9, the client's).
+	// Pub/Sub stops sending on a stream while that much of it is unacked,
+	// and a message is acked only after a commit, so size them to at least
+	// peak messages/s times the runner's commit interval. The client itself
+	// counts a message only until its callback returns, which for a split
+	// is at once: what a split holds is bounded by the server (these times
+	// ParallelPullCount) and by the buffer budget, which the server's limit
+	// summed over a worker's splits should stay under. The emulator does not
+	// hold to the server's limit, so there the budget is the only bound.
+	// -1 means no limit.
 	MaxOutstandingMessages int
 	MaxOutstandingBytes    int
 

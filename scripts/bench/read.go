@@ -17,6 +17,7 @@ import (
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/source"
 )
 
 func init() {
@@ -214,9 +215,19 @@ const prototypeStreams = 10
 // readWithSourceAtPrototypeStreams reads with the source opening as many
 // streams per subscription as the prototype does: the comparison with the
 // prototype at equal means, since the emulator serves each stream at a
-// fixed rate.
+// fixed rate. Its buffer budget is raised to what Pub/Sub's per-stream flow
+// control lets that many streams hold (MaxOutstandingMessages each, the
+// budget being per process): the emulator enforces no such limit, and a
+// crossing stops the subscribers, whose stranded messages the emulator
+// gives back minutes later (README, Known limits); the prototype has no
+// budget at all.
 func readWithSourceAtPrototypeStreams(ctx context.Context, e *env, c readCase, ps []pair) (float64, error) {
-	return readWithSourceConfig(ctx, e, c, ps, pubsubio.ReadConfig{ParallelPullCount: prototypeStreams})
+	held := prototypeStreams * source.DefaultMaxOutstandingMessages * c.subs
+	return readWithSourceConfig(ctx, e, c, ps, pubsubio.ReadConfig{
+		ParallelPullCount: prototypeStreams,
+		BufferMaxMessages: held,
+		BufferMaxBytes:    int64(held) * int64(c.size+1024),
+	})
 }
 
 // readWithPrototype reads with Beam's examples/native_wordcap/nativepubsubio
