@@ -18,11 +18,13 @@ const streamingPullMethod = "/google.pubsub.v1.Subscriber/StreamingPull"
 // The client holds what it pulled beyond its flow control in an inventory
 // it leases but does not deliver. Stopping the subscriber leaves that
 // inventory to the client's own shutdown nack, which races Receive
-// returning and does not reliably reach Pub/Sub (measured on the emulator:
-// whole streaming-pull responses, 100 messages each, then stayed leased for
-// minutes). Only the split's connection sees those ack IDs, so an
-// interceptor on it records every one, the split forgets those handed to
-// it, and what is left when Receive returns is nacked.
+// returning and is not guaranteed to reach Pub/Sub (pinned on pstest by
+// TestStoppedSubscriberGivesBackWhatItNeverDelivered). Only the split's
+// connection sees those ack IDs, so an interceptor on it records every
+// one, the split forgets those handed to it, and what is left when Receive
+// returns is nacked. What the server assigned to the stream and the client
+// never read cannot be given back: it returns when its lease lapses (on the
+// emulator, minutes later; README, Known limits).
 type pulled struct {
 	mu  sync.Mutex
 	ids map[string]string // message ID -> ack ID
