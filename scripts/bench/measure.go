@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"syscall"
@@ -11,34 +13,41 @@ import (
 
 // sample is one run of one contender.
 type sample struct {
-	rate   float64       // messages per second
-	cpu    time.Duration // this process's CPU per message (the emulator is another process)
-	allocs float64       // heap allocations per message in this process
+	rate     float64       // messages per second
+	cpu      time.Duration // this process's CPU per message
+	emulator time.Duration // the emulator's CPU per message (0: not measured)
+	allocs   float64       // heap allocations per message in this process
 }
 
 // measured runs f, which moves n messages and returns their rate, and adds
 // what the process spent per message. The whole process is counted: for
 // pipelines that includes Prism, for the raw client its own goroutines.
-func measured(n int, f func() (float64, error)) (sample, error) {
-	cpu0, allocs0 := usage()
-	rate, err := f()
-	cpu1, allocs1 := usage()
+// The run's goroutines carry the pprof label contender=who, so a
+// --cpuprofile can be narrowed to one contender with -tagfocus (Prism's
+// long-lived goroutines carry the label of the run that started it).
+func measured(who string, n int, f func() (float64, error)) (sample, error) {
+	cpu0, allocs0, emu0 := usage()
+	var rate float64
+	var err error
+	pprof.Do(context.Background(), pprof.Labels("contender", who), func(context.Context) { rate, err = f() })
+	cpu1, allocs1, emu1 := usage()
 	if err != nil {
 		return sample{}, err
 	}
 	return sample{
-		rate:   rate,
-		cpu:    (cpu1 - cpu0) / time.Duration(n),
-		allocs: float64(allocs1-allocs0) / float64(n),
+		rate:     rate,
+		cpu:      (cpu1 - cpu0) / time.Duration(n),
+		emulator: (emu1 - emu0) / time.Duration(n),
+		allocs:   float64(allocs1-allocs0) / float64(n),
 	}, nil
 }
 
-func usage() (time.Duration, uint64) {
+func usage() (cpu time.Duration, mallocs uint64, emulator time.Duration) {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ms.Mallocs
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ms.Mallocs, emulatorCPU()
 }
 
 // contender is one side of a comparison, run by run.
@@ -48,10 +57,13 @@ type contender struct {
 
 func (c *contender) add(s sample) { c.samples = append(c.samples, s) }
 
-func (c contender) rates() []float64 {
+func (c contender) rates() []float64 { return c.each(func(s sample) float64 { return s.rate }) }
+
+// each is one figure of every run.
+func (c contender) each(f func(sample) float64) []float64 {
 	var xs []float64
 	for _, s := range c.samples {
-		xs = append(xs, s.rate)
+		xs = append(xs, f(s))
 	}
 	return xs
 }
@@ -59,19 +71,15 @@ func (c contender) rates() []float64 {
 func (c contender) rate() float64 { return median(c.rates()) }
 
 func (c contender) cpu() time.Duration {
-	var xs []float64
-	for _, s := range c.samples {
-		xs = append(xs, float64(s.cpu))
-	}
-	return time.Duration(median(xs))
+	return time.Duration(median(c.each(func(s sample) float64 { return float64(s.cpu) })))
+}
+
+func (c contender) emulatorCPU() time.Duration {
+	return time.Duration(median(c.each(func(s sample) float64 { return float64(s.emulator) })))
 }
 
 func (c contender) allocs() float64 {
-	var xs []float64
-	for _, s := range c.samples {
-		xs = append(xs, s.allocs)
-	}
-	return median(xs)
+	return median(c.each(func(s sample) float64 { return s.allocs }))
 }
 
 func (c contender) ran() bool { return len(c.samples) > 0 }
@@ -84,6 +92,9 @@ type comparison struct {
 	// atProtoStreams is the source opening as many streams per subscription
 	// as the prototype (read cases with one split per subscription).
 	atProtoStreams contender
+	// rawAtProtoStreams is the raw client at those streams: what any reader
+	// that acks everything gets from them.
+	rawAtProtoStreams contender
 }
 
 // vsPrototype is the connector's rate over the prototype's, at equal
@@ -102,34 +113,41 @@ func (c comparison) detail() string {
 	fmt.Fprintf(&b, "%s\n", c.name)
 	line := func(who string, x contender) {
 		if x.ran() {
-			fmt.Fprintf(&b, "  %-26s median %8.0f msg/s  cpu %6.1f µs/msg  allocs %6.1f/msg  runs %v\n",
-				who, x.rate(), float64(x.cpu())/1e3, x.allocs(), rounded(x.rates()))
+			fmt.Fprintf(&b, "  %-26s median %8.0f msg/s  cpu %6s µs/msg  emulator cpu %6s µs/msg  allocs %6.1f/msg  runs %v\n",
+				who, x.rate(), micros(x.cpu()), micros(x.emulatorCPU()), x.allocs(), rounded(x.rates()))
 		}
 	}
 	line("pubsubio", c.connector)
 	line("raw", c.raw)
 	line("prototype", c.prot)
 	line(fmt.Sprintf("pubsubio at %d streams/sub", prototypeStreams), c.atProtoStreams)
+	line(fmt.Sprintf("raw at %d streams/sub", prototypeStreams), c.rawAtProtoStreams)
 	return b.String()
 }
 
 // tableRow is the comparison as a markdown table row (see tableHeader).
 func (c comparison) tableRow() string {
 	proto, atStreams, vsProto := "n/a", "n/a", "n/a"
+	protoCPU, protoEmu := "n/a", "n/a"
 	if c.prot.ran() {
 		proto = fmt.Sprintf("%.0f", c.prot.rate())
-		vsProto = fmt.Sprintf("%.1fx", c.vsPrototype())
+		vsProto = fmt.Sprintf("%.2fx", c.vsPrototype())
+		protoCPU, protoEmu = micros(c.prot.cpu()), micros(c.prot.emulatorCPU())
 	}
 	if c.atProtoStreams.ran() {
-		atStreams = fmt.Sprintf("%.0f", c.atProtoStreams.rate())
+		atStreams = fmt.Sprintf("%.0f / %.0f", c.atProtoStreams.rate(), c.rawAtProtoStreams.rate())
 	}
-	return fmt.Sprintf("| %s | %.0f | %.0f | **%.2f** | %s | %s | %s | %.1f / %.1f | %.0f / %.0f |",
+	return fmt.Sprintf("| %s | %.0f | %.0f | **%.2f** | %s | %s | %s | %s / %s / %s | %s / %s / %s | %.0f / %.0f |",
 		c.name, c.connector.rate(), c.raw.rate(), c.ratio(), proto, atStreams, vsProto,
-		float64(c.connector.cpu())/1e3, float64(c.raw.cpu())/1e3, c.connector.allocs(), c.raw.allocs())
+		micros(c.connector.cpu()), micros(c.raw.cpu()), protoCPU,
+		micros(c.connector.emulatorCPU()), micros(c.raw.emulatorCPU()), protoEmu,
+		c.connector.allocs(), c.raw.allocs())
 }
 
-const tableHeader = "| case | pubsubio msg/s | raw msg/s | ratio | prototype msg/s | pubsubio at the prototype's 10 streams/sub | vs prototype | CPU µs/msg (pubsubio / raw) | allocs/msg (pubsubio / raw) |\n" +
-	"|---|---|---|---|---|---|---|---|---|"
+func micros(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/1e3) }
+
+const tableHeader = "| case | pubsubio msg/s | raw msg/s | ratio | prototype msg/s | at the prototype's 10 streams/sub: pubsubio / raw msg/s | vs prototype | CPU µs/msg (pubsubio / raw / prototype) | emulator CPU µs/msg (pubsubio / raw / prototype) | allocs/msg (pubsubio / raw) |\n" +
+	"|---|---|---|---|---|---|---|---|---|---|"
 
 func median(xs []float64) float64 {
 	s := append([]float64(nil), xs...)

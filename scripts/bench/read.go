@@ -43,16 +43,18 @@ func (c readCase) total() int { return c.messages * c.subs }
 // Beam's prototype reader, interleaved, rotating who goes first.
 func compareRead(ctx context.Context, e *env, c readCase) (comparison, error) {
 	cmp := comparison{name: c.String()}
-	contenders := []struct {
+	type entrant struct {
+		name string
 		who  *contender
 		read func(context.Context, *env, readCase, []pair) (float64, error)
-	}{{&cmp.connector, readWithSource}, {&cmp.raw, readRaw}, {&cmp.prot, readWithPrototype}}
-	if c.splitsPerSub == 1 {
-		contenders = append(contenders, struct {
-			who  *contender
-			read func(context.Context, *env, readCase, []pair) (float64, error)
-		}{&cmp.atProtoStreams, readWithSourceAtPrototypeStreams})
 	}
+	contenders := []entrant{{"source", &cmp.connector, readWithSource}, {"raw", &cmp.raw, readRaw}, {"prototype", &cmp.prot, readWithPrototype}}
+	if c.splitsPerSub == 1 {
+		contenders = append(contenders,
+			entrant{"source-10-streams", &cmp.atProtoStreams, readWithSourceAtPrototypeStreams},
+			entrant{"raw-10-streams", &cmp.rawAtProtoStreams, readRawAtPrototypeStreams})
+	}
+	contenders = selected(contenders, func(k entrant) string { return k.name })
 	for run := range *runs {
 		for i := range contenders {
 			k := contenders[(i+run)%len(contenders)]
@@ -63,7 +65,7 @@ func compareRead(ctx context.Context, e *env, c readCase) (comparison, error) {
 			if err := e.backlog(ctx, ps, c.messages, c.size); err != nil {
 				return cmp, err
 			}
-			s, err := measured(c.total(), func() (float64, error) { return k.read(ctx, e, c, ps) })
+			s, err := measured(k.name, c.total(), func() (float64, error) { return k.read(ctx, e, c, ps) })
 			e.drop(ctx, ps)
 			if err != nil {
 				return cmp, err
@@ -86,6 +88,20 @@ var receiveSettings = pubsub.ReceiveSettings{
 // Subscriber.Receive that ack every message, one client per loop as the
 // source has one per split.
 func readRaw(ctx context.Context, e *env, c readCase, ps []pair) (float64, error) {
+	return readRawStreams(ctx, e, c, ps, receiveSettings)
+}
+
+// readRawAtPrototypeStreams is readRaw with as many streams per
+// subscription as the prototype opens (one loop, NumGoroutines 10): what
+// the client does with the prototype's means, acking everything.
+func readRawAtPrototypeStreams(ctx context.Context, e *env, c readCase, ps []pair) (float64, error) {
+	rs := receiveSettings
+	rs.NumGoroutines = prototypeStreams
+	return readRawStreams(ctx, e, c, ps, rs)
+}
+
+// readRawStreams is readRaw with rs.
+func readRawStreams(ctx context.Context, e *env, c readCase, ps []pair, rs pubsub.ReceiveSettings) (float64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var got atomic.Int64
@@ -102,7 +118,7 @@ func readRaw(ctx context.Context, e *env, c readCase, ps []pair) (float64, error
 			}
 			defer client.Close()
 			s := client.Subscriber(p.sub.String())
-			s.ReceiveSettings = receiveSettings
+			s.ReceiveSettings = rs
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

@@ -42,11 +42,14 @@ func (c writeCase) String() string {
 // Beam's prototype writer; interleaved, rotating who goes first.
 func compareWrite(ctx context.Context, e *env, c writeCase) (comparison, error) {
 	cmp := comparison{name: c.String()}
-	contenders := []struct {
+	type entrant struct {
+		name  string
 		who   *contender
 		n     int
 		write func(context.Context, *env, writeCase, []pair) (float64, error)
-	}{{&cmp.connector, c.messages, writeWithSink}, {&cmp.raw, c.messages, writeRaw}, {&cmp.prot, c.protoMsgs, writeWithPrototype}}
+	}
+	contenders := selected([]entrant{{"sink", &cmp.connector, c.messages, writeWithSink}, {"raw", &cmp.raw, c.messages, writeRaw}, {"prototype", &cmp.prot, c.protoMsgs, writeWithPrototype}},
+		func(k entrant) string { return k.name })
 	for run := range *runs {
 		for i := range contenders {
 			k := contenders[(i+run)%len(contenders)]
@@ -54,7 +57,7 @@ func compareWrite(ctx context.Context, e *env, c writeCase) (comparison, error) 
 			if err != nil {
 				return cmp, err
 			}
-			s, err := measured(k.n, func() (float64, error) { return k.write(ctx, e, c, ps) })
+			s, err := measured(k.name, k.n, func() (float64, error) { return k.write(ctx, e, c, ps) })
 			e.drop(ctx, ps)
 			if err != nil {
 				return cmp, err
