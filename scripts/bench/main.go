@@ -31,8 +31,8 @@ var (
 	only     = flag.String("only", "", "run only the read and write cases whose name contains this text, e.g. \"16384 B, 3 sub\"")
 	entrants = flag.String("contenders", "", "run only these contenders of the read and write cases (comma separated: source, sink, raw, prototype, source-10-streams, raw-10-streams), e.g. to profile one; targets are checked only where both sides ran")
 
-	readMessages      = flag.Int("read_messages", 10000, "messages per subscription per read run, 1 KiB cases")
-	readMessagesLarge = flag.Int("read_messages_16k", 2500, "messages per subscription per read run, 16 KiB cases")
+	readMessages      = flag.Int("read_messages", 50000, "messages per subscription per read run, 1 KiB cases")
+	readMessagesLarge = flag.Int("read_messages_16k", 10000, "messages per subscription per read run, 16 KiB cases")
 	writeMessages     = flag.Int("write_messages", 100000, "messages per write run, 1 KiB cases")
 	writeMessages64k  = flag.Int("write_messages_64k", 10000, "messages per write run, 64 KiB cases")
 	protoMessages     = flag.Int("prototype_messages", 1000, "messages per run of Beam's prototype writer (it publishes one at a time), 1 KiB")
@@ -43,6 +43,8 @@ var (
 
 	scalingMessages = flag.Int("scaling_messages", 20000, "messages per scaling run")
 	scalingRuns     = flag.Int("scaling_runs", 1, "runs per scaling point")
+
+	warmUpMessages = flag.Int("warmup_messages", 200000, "messages published and read through the emulator before anything is measured (0: none)")
 
 	memoryHold = flag.Duration("memory_hold", 10*time.Second, "how long the memory case holds its messages while RSS is sampled")
 
@@ -87,6 +89,9 @@ func run(ctx context.Context) int {
 		return fail(err)
 	}
 	defer env.close()
+	if err := env.warmUp(ctx, *warmUpMessages); err != nil {
+		return fail(fmt.Errorf("warming up the emulator: %w", err))
+	}
 
 	var report strings.Builder
 	var misses []string
