@@ -126,8 +126,10 @@ type Config struct {
 	// counts a message only until its callback returns, which for a split
 	// is at once: what a split holds is bounded by the server (these times
 	// ParallelPullCount) and by the buffer budget, which the server's limit
-	// summed over a worker's splits should stay under. The emulator does not
-	// hold to the server's limit, so there the budget is the only bound.
+	// summed over a worker's splits should stay under (Read logs a warning
+	// when it may not on a worker that runs every split, as Prism does).
+	// The emulator does not hold to the server's limit, so there the budget
+	// is the only bound.
 	// -1 means no limit.
 	MaxOutstandingMessages int
 	MaxOutstandingBytes    int
@@ -162,8 +164,12 @@ type Config struct {
 	// received but not yet emitted, per read per worker process, summed over
 	// its splits (defaults 10,000 and 64 MiB, the reference connector's).
 	// Flow control stops covering retention once leases lapse or a split is
-	// no longer polled; a delivery that would cross the budget is nacked
-	// before it is buffered and its subscriber stopped until polled again.
+	// no longer polled. A delivery that finds the budget full waits up to
+	// 10 s for a bundle to make room, which holds the split's streams back
+	// through the client's flow control (at most MaxOutstandingMessages
+	// deliveries wait per split; with -1 there is no wait); if none comes
+	// it is nacked before it is buffered and its subscriber stopped until
+	// polled again.
 	BufferMaxMessages int
 	BufferMaxBytes    int64
 
@@ -226,6 +232,16 @@ type Config struct {
 	// service-account key path read on the worker); neither means
 	// application-default credentials against Pub/Sub.
 	Connection connection.Settings
+}
+
+// warnings explains settings that are valid but probably not meant; read
+// logs them at construction. now is the construction time.
+func (cfg Config) warnings(now time.Time) []string {
+	out := cfg.setupWarnings(now)
+	if w := cfg.budgetWarning(); w != "" {
+		out = append(out, w)
+	}
+	return out
 }
 
 // withDefaults returns cfg with every zero field set to its default and the

@@ -274,3 +274,43 @@ func TestTryReadRejectsDirectRunner(t *testing.T) {
 		t.Fatalf("TryRead with --runner=prism: %v", err)
 	}
 }
+
+// A read whose streams may be sent more than the buffer budget of a worker
+// that runs all its splits is warned about at construction; the defaults,
+// and 10 streams (10 x 1000 = the default budget), are not.
+func TestBudgetWarning(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want []string // nil: no warning
+	}{
+		{"defaults", nil, nil},
+		{"ten streams fill the budget exactly", func(c *Config) { c.ParallelPullCount = 10 }, nil},
+		{"no per-stream limit", func(c *Config) { c.MaxOutstandingMessages = -1; c.ParallelPullCount = 20 }, nil},
+		{"eleven streams", func(c *Config) { c.ParallelPullCount = 11 },
+			[]string{"11000 unacked messages to a worker that runs all 1 split(s)", "ParallelPullCount 11", "MaxOutstandingMessages 1000", "BufferMaxMessages 10000", "to 11000"}},
+		{"twelve splits", func(c *Config) { c.Subscriptions = testSubs(3); c.Splits = 12 },
+			[]string{"12000 unacked messages to a worker that runs all 12 split(s)", "ParallelPullCount 1", "to 12000"}},
+		{"small budget", func(c *Config) { c.BufferMaxMessages = 500 },
+			[]string{"1000 unacked", "BufferMaxMessages 500"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := testConfig(t, tc.edit).warnings(now)
+			if tc.want == nil {
+				if len(w) != 0 {
+					t.Fatalf("warnings %q, want none", w)
+				}
+				return
+			}
+			if len(w) != 1 {
+				t.Fatalf("warnings %q, want one", w)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(w[0], want) {
+					t.Errorf("warning does not contain %q: %s", want, w[0])
+				}
+			}
+		})
+	}
+}

@@ -68,6 +68,7 @@ func TestRegistryReleasesIdleSplits(t *testing.T) {
 	if rsA != rsB {
 		t.Fatal("two splits of one read got different read states")
 	}
+	rB.budgetWait = 0 // B's crossing delivery stops its subscriber at once
 	runA, runB := pollRun(t, rA), pollRun(t, rB)
 	ctxA, ctxB := h.sub(0).nextReceive(t), h.sub(1).nextReceive(t)
 	heldA := deliverN(rA, runA, "a", 3)
@@ -152,6 +153,7 @@ func TestBudgetSharedBySplitsOfOneRead(t *testing.T) {
 		t.Fatal("two reads share a budget")
 	}
 
+	rB.budgetWait = 0 // B's crossing delivery stops its subscriber at once
 	runA, runB := pollRun(t, rA), pollRun(t, rB)
 	ctxA, ctxB := h.sub(0).nextReceive(t), h.sub(1).nextReceive(t)
 	runOther := pollRun(t, rOther)

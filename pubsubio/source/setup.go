@@ -83,9 +83,9 @@ func (cfg Config) validateSetup() []error {
 	return errs
 }
 
-// warnings explains settings that are valid but probably not meant; TryRead
-// logs them. now is the construction time.
-func (cfg Config) warnings(now time.Time) []string {
+// setupWarnings explains start positions that are valid but probably not
+// meant. now is the construction time.
+func (cfg Config) setupWarnings(now time.Time) []string {
 	var out []string
 	for i, s := range cfg.Setup {
 		if w := s.Start.warning(fmt.Sprintf("Setup[%d].Start", i), now); w != "" {

@@ -78,6 +78,10 @@ type splitReader struct {
 	failure     error
 	started     bool
 	released    bool
+	// waiting counts deliveries waiting for room in the budget.
+	waiting int
+	// budgetWait is budgetWaitFor(cfg); tests change it.
+	budgetWait time.Duration
 }
 
 // recentAck is an ack handed to the client. The client sends acks every
@@ -95,6 +99,7 @@ const recentAckWindow = time.Second
 
 // receiveRun is one Receive call; a reader restarts with a new one.
 type receiveRun struct {
+	ctx      context.Context // done once the run is stopped
 	cancel   context.CancelFunc
 	done     chan struct{}
 	stopping bool
@@ -105,8 +110,9 @@ func newSplitReader(split Split, cfg Config, b *budget, s *stats, now func() tim
 	return &splitReader{
 		split: split, cfg: cfg, budget: b, stats: s, now: now, dial: dial,
 		created: t, lastPolled: t, lastArrival: t,
-		pending: map[string]*delivery{},
-		held:    map[string]*delivery{},
+		budgetWait: budgetWaitFor(cfg),
+		pending:    map[string]*delivery{},
+		held:       map[string]*delivery{},
 	}
 }
 
@@ -152,7 +158,7 @@ func (r *splitReader) poll(ctx context.Context) error {
 	r.started = true
 	r.lastArrival = r.now()
 	runCtx, cancel := context.WithCancel(context.Background())
-	run := &receiveRun{cancel: cancel, done: make(chan struct{})}
+	run := &receiveRun{ctx: runCtx, cancel: cancel, done: make(chan struct{})}
 	r.running = run
 	go r.receive(runCtx, run, r.sub)
 	return nil
@@ -192,11 +198,12 @@ func describeReceiveError(sub model.Subscription, err error) error {
 	return fmt.Errorf("pubsubio: reading %s failed: %w", sub, err)
 }
 
-// deliver is the client's callback: it only buffers, so it never blocks the
-// client (under ordering, the client runs a key's next callback only after
-// this one returns). It reports whether it took the message; one it did
-// not take is given back with the RPC once the subscriber stopped
-// (subscription.receive).
+// deliver is the client's callback: it only buffers, and blocks the client
+// only while the buffer budget is full, for at most budgetWait, after
+// which the subscriber is stopped (under ordering, the client runs a key's
+// next callback only after this one returns). It reports whether it took
+// the message; one it did not take is given back with the RPC once the
+// subscriber stopped (subscription.receive).
 func (r *splitReader) deliver(run *receiveRun, m *pubsub.Message, h handle, ackID string) bool {
 	size := int64(len(m.Data) + len(m.OrderingKey))
 	for k, v := range m.Attributes {
@@ -212,12 +219,17 @@ func (r *splitReader) deliver(run *receiveRun, m *pubsub.Message, h handle, ackI
 	if prev := r.held[m.ID]; prev != nil {
 		r.settleLocked(prev, nackIt, nackedSuperseded)
 	}
-	if !r.budget.reserve(size) {
+	if !r.budget.reserve(size) && !r.awaitRoomLocked(run, size) {
+		if r.running != run {
+			h.Nack()
+			r.stats.add(nackedShutdown, 1)
+			return false
+		}
 		// Not nacked here: it is not taken, so once the stop below ends the
 		// subscriber it is given back with the RPC, with what the client
 		// pulled and never delivered (pulled.go).
 		r.stats.add(nackedBudget, 1)
-		log.Warnf(context.Background(), "pubsubio: buffer budget of %d messages / %d bytes reached; stopping the subscriber of %s until it is polled again (raise BufferMaxMessages/BufferMaxBytes if ordinary bursts reach it)", r.cfg.BufferMaxMessages, r.cfg.BufferMaxBytes, r.split.Subscription)
+		log.Warnf(context.Background(), "pubsubio: buffer budget of %d messages / %d bytes reached and no bundle made room within %v; stopping the subscriber of %s until it is polled again (raise BufferMaxMessages/BufferMaxBytes if ordinary bursts reach it)", r.cfg.BufferMaxMessages, r.cfg.BufferMaxBytes, r.budgetWait, r.split.Subscription)
 		r.stopLocked(nackedBudget)
 		return false
 	}
@@ -250,6 +262,24 @@ func (r *splitReader) deliver(run *receiveRun, m *pubsub.Message, h handle, ackI
 	r.lastArrival = now
 	r.stats.add(messagesReceived, 1)
 	return true
+}
+
+// awaitRoomLocked waits, without the lock, up to budgetWait for room in
+// the full budget (see budgetWait) and reports whether it reserved size.
+// Meanwhile the split counts as listening, not idle (snapshot). It reports
+// false, holding nothing, if run stopped meanwhile.
+func (r *splitReader) awaitRoomLocked(run *receiveRun, size int64) bool {
+	r.waiting++
+	wait := r.budgetWait
+	r.mu.Unlock()
+	ok := r.budget.reserveWithin(run.ctx, size, wait)
+	r.mu.Lock()
+	r.waiting--
+	if ok && r.running != run {
+		r.budget.release(1, size)
+		return false
+	}
+	return ok
 }
 
 // settlement is how a delivery leaves the split.
@@ -302,6 +332,7 @@ func (r *splitReader) drain(max int, seq int64) []*delivery {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []*delivery
+	var bytes int64
 	now := r.now()
 	i := 0
 	for ; i < len(r.buffer) && len(out) < max; i++ {
@@ -311,12 +342,16 @@ func (r *splitReader) drain(max int, seq int64) []*delivery {
 		}
 		d.state, d.seq, d.drained = pending, seq, now
 		r.buffered--
-		r.budget.release(1, d.size)
+		bytes += d.size
 		r.pending[d.ackID] = d
 		r.stats.pendingAcks.Add(1)
 		out = append(out, d)
 	}
 	r.buffer = r.buffer[i:]
+	if len(out) > 0 {
+		// Once for the batch: a release wakes every delivery waiting for room.
+		r.budget.release(len(out), bytes)
+	}
 	return out
 }
 
@@ -569,11 +604,12 @@ func (r *splitReader) snapshot(cutoff time.Time) snapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := snapshot{buffered: r.buffered, lastArrival: r.lastArrival, newestEmitted: r.newestEmit}
-	if r.running == nil {
-		// Stopped (at the budget, or failed) and not yet restarted: the
-		// split is not listening, so it cannot be idle. Without this, a
-		// bundle that stalled downstream past IdleTimeout would end a
-		// bounded read with the backlog the budget gave back unread.
+	if r.running == nil || r.waiting > 0 {
+		// Stopped (at the budget, or failed) and not yet restarted, or
+		// holding deliveries back until the budget has room: the split is
+		// not listening, so it cannot be idle. Without this, a bundle that
+		// stalled downstream past IdleTimeout would end a bounded read with
+		// the backlog the budget gave back, or held back, unread.
 		s.lastArrival = r.now()
 	}
 	for _, d := range r.buffer {

@@ -209,6 +209,19 @@ func awaitDone(t *testing.T, what string, ctx context.Context) {
 	}
 }
 
+// awaitCondition polls cond until it holds, for at most waitLimit: for
+// state another goroutine reaches without signalling it.
+func awaitCondition(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, waitLimit)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func isDone(ctx context.Context) bool {
 	select {
 	case <-ctx.Done():
@@ -243,6 +256,9 @@ func newReaderHarness(t *testing.T, cfg Config) *readerHarness {
 		h.dials.Add(1)
 		return h.sub, nil
 	})
+	// Deliveries crossing the budget stop the subscriber at once; the wait
+	// for room has its own tests.
+	h.r.budgetWait = 0
 	t.Cleanup(func() { h.r.release(nackedRelease) })
 	return h
 }
@@ -604,6 +620,106 @@ func TestBudgetMessageLimitNacksStopsAndRestarts(t *testing.T) {
 		t.Errorf("drain after restart: %v, want [ack-again]", got)
 	}
 	again.check(t, "delivery after restart", 0, 0)
+}
+
+// A delivery that finds the budget full waits for room, holding the
+// client back, and is buffered once a bundle drains: the subscriber keeps
+// running and nothing is given back. Meanwhile the split is not idle.
+func TestBudgetFullWaitsForRoom(t *testing.T) {
+	h := newReaderHarness(t, testConfig(t, func(c *Config) { c.BufferMaxMessages = 2 }))
+	h.r.budgetWait = time.Minute
+	run := h.poll()
+	recvCtx := h.sub.nextReceive(t)
+	hs := deliverN(h.r, run, "m", 2)
+
+	waiter, delivered := h.deliverWaiting(run, msg("waiter", "data-waiter"))
+	h.clock.advance(time.Hour)
+	if got := h.r.snapshot(time.Time{}).lastArrival; !got.Equal(h.clock.now()) {
+		t.Errorf("waiting for room, the split counts idleness from %v, want now (%v)", got, h.clock.now())
+	}
+	if got := ackIDsOf(h.r.drain(1, 0)); !cmp.Equal(got, []string{"ack-m0"}) {
+		t.Fatalf("drain: %v, want [ack-m0]", got)
+	}
+	select {
+	case <-delivered:
+	case <-time.After(waitLimit):
+		t.Fatalf("the waiting delivery was not buffered within %v of the drain that made room", waitLimit)
+	}
+	if got := ackIDsOf(h.r.drain(10, 1)); !cmp.Equal(got, []string{"ack-m1", "ack-waiter"}) {
+		t.Errorf("drain after the wait: %v, want [ack-m1 ack-waiter]", got)
+	}
+	for i, fh := range hs {
+		fh.check(t, fmt.Sprintf("m%d", i), 0, 0)
+	}
+	waiter.check(t, "the delivery that waited", 0, 0)
+	h.checkCount("messages_nacked_budget", nackedBudget, 0)
+	if isDone(recvCtx) {
+		t.Error("the subscriber was stopped")
+	}
+}
+
+// Deliveries wait for room only where the client's flow control bounds how
+// many can wait: without it they would pile up in the client without bound.
+func TestBudgetWaitNeedsClientFlowControl(t *testing.T) {
+	if got := budgetWaitFor(testConfig(t, nil)); got != budgetWait {
+		t.Errorf("with the default flow control the wait is %v, want %v", got, budgetWait)
+	}
+	if got := budgetWaitFor(testConfig(t, func(c *Config) { c.MaxOutstandingMessages = -1 })); got != 0 {
+		t.Errorf("without a client message limit the wait is %v, want none", got)
+	}
+}
+
+// deliverWaiting delivers m (ack ID ack-ID) from another goroutine, as the
+// client does, and returns once it waits for room in the budget; delivered
+// is closed when deliver returns.
+func (h *readerHarness) deliverWaiting(run *receiveRun, m *pubsub.Message) (waiter *fakeHandle, delivered chan struct{}) {
+	h.t.Helper()
+	waiter, delivered = &fakeHandle{}, make(chan struct{})
+	go func() {
+		defer close(delivered)
+		deliverTo(h.r, run, m, waiter, "ack-"+m.ID)
+	}()
+	awaitCondition(h.t, "the delivery to wait for room", func() bool {
+		h.r.mu.Lock()
+		defer h.r.mu.Unlock()
+		return h.r.waiting == 1
+	})
+	return waiter, delivered
+}
+
+// A delivery still waiting for room when budgetWait runs out stops the
+// subscriber, as one crossing the budget without a wait does; one waiting
+// when its subscriber is stopped for another reason is refused.
+func TestBudgetWaitRunsOutOrRunStops(t *testing.T) {
+	h := newReaderHarness(t, testConfig(t, func(c *Config) { c.BufferMaxMessages = 1 }))
+	h.r.budgetWait = 50 * time.Millisecond
+	run := h.poll()
+	recvCtx := h.sub.nextReceive(t)
+	deliverN(h.r, run, "m", 1)
+	over := &fakeHandle{}
+	deliverTo(h.r, run, msg("over", "x"), over, "ack-over") // returns after budgetWait
+	awaitRunEnded(t, "subscriber whose delivery waited out budgetWait", run)
+	over.check(t, "the delivery that waited out budgetWait", 0, 1)
+	h.checkCount("messages_nacked_budget", nackedBudget, 2)
+	awaitDone(t, "subscriber whose delivery waited out budgetWait", recvCtx)
+
+	h.r.budgetWait = time.Minute
+	run2 := h.poll()
+	h.sub.nextReceive(t)
+	deliverN(h.r, run2, "n", 1)
+	waiter, delivered := h.deliverWaiting(run2, msg("waiter", "x"))
+	h.r.release(nackedRelease)
+	select {
+	case <-delivered:
+	case <-time.After(waitLimit):
+		t.Fatalf("the waiting delivery did not return within %v of its split's release", waitLimit)
+	}
+	// Refused, so nacked; the stopped subscriber also gave it back with
+	// what it had not handed over (a second nack is harmless).
+	if a, n := waiter.acks.Load(), waiter.nacks.Load(); a != 0 || n < 1 {
+		t.Errorf("the delivery waiting when its split was released: %d acks and %d nacks, want none and at least one", a, n)
+	}
+	h.checkUsage(0, 0)
 }
 
 func TestBudgetByteLimit(t *testing.T) {
