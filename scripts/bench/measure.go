@@ -52,10 +52,18 @@ func usage() (cpu time.Duration, mallocs uint64, emulator time.Duration) {
 
 // contender is one side of a comparison, run by run.
 type contender struct {
-	samples []sample
+	samples  []sample
+	failures []error // runs that did not move every message
 }
 
 func (c *contender) add(s sample) { c.samples = append(c.samples, s) }
+
+// fail records a run that failed; the case goes on with the next run and
+// the failure is reported with the results.
+func (c *contender) fail(name string, run int, err error) {
+	fmt.Printf("  %s: run %d failed: %v\n", name, run+1, err)
+	c.failures = append(c.failures, err)
+}
 
 func (c contender) rates() []float64 { return c.each(func(s sample) float64 { return s.rate }) }
 
@@ -98,7 +106,8 @@ type comparison struct {
 }
 
 // vsPrototype is the connector's rate over the prototype's, at equal
-// streams where that was measured.
+// streams where that was measured (one split per subscription), else at
+// the source's streams against the prototype's 10 per subscription.
 func (c comparison) vsPrototype() float64 {
 	if c.atProtoStreams.ran() {
 		return c.atProtoStreams.rate() / c.prot.rate()
@@ -117,12 +126,34 @@ func (c comparison) detail() string {
 				who, x.rate(), micros(x.cpu()), micros(x.emulatorCPU()), x.allocs(), rounded(x.rates()))
 		}
 	}
-	line("pubsubio", c.connector)
-	line("raw", c.raw)
-	line("prototype", c.prot)
-	line(fmt.Sprintf("pubsubio at %d streams/sub", prototypeStreams), c.atProtoStreams)
-	line(fmt.Sprintf("raw at %d streams/sub", prototypeStreams), c.rawAtProtoStreams)
+	for _, n := range c.named() {
+		line(n.name, *n.c)
+	}
 	return b.String()
+}
+
+type namedContender struct {
+	name string
+	c    *contender
+}
+
+func (c *comparison) named() []namedContender {
+	return []namedContender{
+		{"pubsubio", &c.connector}, {"raw", &c.raw}, {"prototype", &c.prot},
+		{fmt.Sprintf("pubsubio at %d streams/sub", prototypeStreams), &c.atProtoStreams},
+		{fmt.Sprintf("raw at %d streams/sub", prototypeStreams), &c.rawAtProtoStreams},
+	}
+}
+
+// failures names every contender with failed runs.
+func (c comparison) failures() []string {
+	var out []string
+	for _, n := range c.named() {
+		if f := n.c.failures; len(f) > 0 {
+			out = append(out, fmt.Sprintf("%s: %s failed %d of %d runs (first: %v)", c.name, n.name, len(f), len(f)+len(n.c.samples), f[0]))
+		}
+	}
+	return out
 }
 
 // tableRow is the comparison as a markdown table row (see tableHeader).

@@ -60,7 +60,8 @@ func compareWrite(ctx context.Context, e *env, c writeCase) (comparison, error) 
 			s, err := measured(k.name, k.n, func() (float64, error) { return k.write(ctx, e, c, ps) })
 			e.drop(ctx, ps)
 			if err != nil {
-				return cmp, err
+				k.who.fail(k.name, run, err)
+				continue
 			}
 			k.who.add(s)
 		}
