@@ -19,6 +19,9 @@ type budget struct {
 	messages int
 	bytes    int64
 	room     chan struct{} // closed at the next release; nil while nobody waits
+	// waitingMessages and waitingBytes are the deliveries waiting for room.
+	waitingMessages int
+	waitingBytes    int64
 }
 
 // budgetWait is how long a delivery waits for room when the budget is full
@@ -28,8 +31,10 @@ type budget struct {
 // so a pipeline that is only behind is paused instead of being made to
 // give back everything and pull it again. Far longer than a bundle round
 // trip; short against the ack deadline the client keeps extending
-// meanwhile. Without a client limit (MaxOutstandingMessages -1) waiting
-// callbacks would pile up without bound, so there is no wait.
+// meanwhile. What waits is capped at the budget's own size
+// (reserveWithin). Without a client limit (MaxOutstandingMessages -1)
+// there is no wait: the cap would be reached at once and stop the
+// subscriber anyway, after holding a budget's worth more.
 //
 // Measured before the wait, on the emulator (which ignores Pub/Sub's
 // per-stream limit): 30 streams of 1 KiB crossed a 30,000-message budget
@@ -72,8 +77,30 @@ func (b *budget) reserveLocked(size int64) bool {
 }
 
 // reserveWithin is reserve waiting up to d for room, or until ctx is done.
+// A waiting delivery is held in memory too, so what waits has an allowance
+// of its own, the size of the budget: a delivery that would cross it does
+// not wait. A read thus holds at most twice its budget.
 func (b *budget) reserveWithin(ctx context.Context, size int64, d time.Duration) bool {
-	var timeout <-chan time.Time
+	b.mu.Lock()
+	if b.reserveLocked(size) {
+		b.mu.Unlock()
+		return true
+	}
+	if d <= 0 || b.waitingMessages+1 > b.maxMessages || (b.waitingBytes+size > b.maxBytes && b.waitingMessages > 0) {
+		b.mu.Unlock()
+		return false
+	}
+	b.waitingMessages++
+	b.waitingBytes += size
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.waitingMessages--
+		b.waitingBytes -= size
+		b.mu.Unlock()
+	}()
+	timeout := time.NewTimer(d)
+	defer timeout.Stop()
 	for {
 		b.mu.Lock()
 		if b.reserveLocked(size) {
@@ -85,14 +112,9 @@ func (b *budget) reserveWithin(ctx context.Context, size int64, d time.Duration)
 		}
 		room := b.room
 		b.mu.Unlock()
-		if timeout == nil {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			timeout = t.C
-		}
 		select {
 		case <-room:
-		case <-timeout:
+		case <-timeout.C:
 			return false
 		case <-ctx.Done():
 			return false

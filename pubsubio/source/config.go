@@ -167,9 +167,10 @@ type Config struct {
 	// no longer polled. A delivery that finds the budget full waits up to
 	// 10 s for a bundle to make room, which holds the split's streams back
 	// through the client's flow control (at most MaxOutstandingMessages
-	// deliveries wait per split; with -1 there is no wait); if none comes
-	// it is nacked before it is buffered and its subscriber stopped until
-	// polled again.
+	// deliveries wait per split, and no more than the budget's own size in
+	// all, so a read holds at most twice its budget; with -1 there is no
+	// wait); if none comes it is nacked before it is buffered and its
+	// subscriber stopped until polled again.
 	BufferMaxMessages int
 	BufferMaxBytes    int64
 

@@ -658,8 +658,28 @@ func TestBudgetFullWaitsForRoom(t *testing.T) {
 	}
 }
 
+// What waits for room is capped at the budget's size: a delivery beyond
+// that stops the subscriber at once, without waiting.
+func TestBudgetWaitingIsCapped(t *testing.T) {
+	h := newReaderHarness(t, testConfig(t, func(c *Config) { c.BufferMaxMessages = 1 }))
+	h.r.budgetWait = time.Minute
+	run := h.poll()
+	recvCtx := h.sub.nextReceive(t)
+	deliverN(h.r, run, "m", 1)
+	waiter, delivered := h.deliverWaiting(run, msg("waiter", "x"))
+
+	over := &fakeHandle{}
+	deliverTo(h.r, run, msg("over", "x"), over, "ack-over") // returns at once
+	awaitRunEnded(t, "subscriber whose delivery found the wait allowance full", run)
+	over.check(t, "the delivery beyond the wait allowance", 0, 1)
+	awaitDone(t, "subscriber whose delivery found the wait allowance full", recvCtx)
+	checkRefusedAfterWait(t, "the delivery waiting when its subscriber stopped", waiter, delivered)
+	h.checkUsage(0, 0)
+}
+
 // Deliveries wait for room only where the client's flow control bounds how
-// many can wait: without it they would pile up in the client without bound.
+// many can wait: without it the wait allowance would fill at once and stop
+// the subscriber anyway, after holding a budget's worth more.
 func TestBudgetWaitNeedsClientFlowControl(t *testing.T) {
 	if got := budgetWaitFor(testConfig(t, nil)); got != budgetWait {
 		t.Errorf("with the default flow control the wait is %v, want %v", got, budgetWait)
@@ -687,6 +707,22 @@ func (h *readerHarness) deliverWaiting(run *receiveRun, m *pubsub.Message) (wait
 	return waiter, delivered
 }
 
+// checkRefusedAfterWait waits for a delivery that waited for room to
+// return and checks it was refused: nacked, never acked. The stopped
+// subscriber also gave it back with what it had not handed over, so it may
+// be nacked twice (harmless).
+func checkRefusedAfterWait(t *testing.T, what string, waiter *fakeHandle, delivered chan struct{}) {
+	t.Helper()
+	select {
+	case <-delivered:
+	case <-time.After(waitLimit):
+		t.Fatalf("%s: deliver did not return within %v", what, waitLimit)
+	}
+	if a, n := waiter.acks.Load(), waiter.nacks.Load(); a != 0 || n < 1 {
+		t.Errorf("%s: %d acks and %d nacks, want none and at least one", what, a, n)
+	}
+}
+
 // A delivery still waiting for room when budgetWait runs out stops the
 // subscriber, as one crossing the budget without a wait does; one waiting
 // when its subscriber is stopped for another reason is refused.
@@ -709,16 +745,7 @@ func TestBudgetWaitRunsOutOrRunStops(t *testing.T) {
 	deliverN(h.r, run2, "n", 1)
 	waiter, delivered := h.deliverWaiting(run2, msg("waiter", "x"))
 	h.r.release(nackedRelease)
-	select {
-	case <-delivered:
-	case <-time.After(waitLimit):
-		t.Fatalf("the waiting delivery did not return within %v of its split's release", waitLimit)
-	}
-	// Refused, so nacked; the stopped subscriber also gave it back with
-	// what it had not handed over (a second nack is harmless).
-	if a, n := waiter.acks.Load(), waiter.nacks.Load(); a != 0 || n < 1 {
-		t.Errorf("the delivery waiting when its split was released: %d acks and %d nacks, want none and at least one", a, n)
-	}
+	checkRefusedAfterWait(t, "the delivery waiting when its split was released", waiter, delivered)
 	h.checkUsage(0, 0)
 }
 
