@@ -134,10 +134,13 @@ func sourceHolding(ctx context.Context, e *env, size int, hold time.Duration) (i
 	stall.once, stall.started, stall.release = sync.Once{}, make(chan struct{}), make(chan struct{})
 	p, s := beam.NewPipelineWithRoot()
 	msgs := pubsubio.Read(s, pubsubio.ReadConfig{
-		Subscriptions:          subsOf(ps),
-		BufferMaxMessages:      heldMessages,
-		BufferMaxBytes:         1 << 30,
-		MaxOutstandingMessages: heldMessages * 2, // flow control must not be what stops the pull
+		Subscriptions:     subsOf(ps),
+		BufferMaxMessages: heldMessages,
+		BufferMaxBytes:    1 << 30,
+		// No client limit: flow control must not be what stops the pull,
+		// and without one no delivery waits for room (source/budget.go),
+		// so the budget alone bounds what is held.
+		MaxOutstandingMessages: -1,
 		IdleTimeout:            5 * time.Second,
 		Connection:             e.conn,
 	})
