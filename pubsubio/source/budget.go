@@ -11,6 +11,8 @@ import (
 // by every split of one read in one worker process. The client's flow
 // control stops covering these once their leases lapse or their split is no
 // longer polled, so without it a stalled pipeline buffers without bound.
+// Deliveries that wait for room count against an allowance of the same
+// size (reserveWithin), so a read holds at most twice its budget.
 type budget struct {
 	maxMessages int
 	maxBytes    int64
@@ -145,9 +147,9 @@ func (b *budget) usage() (messages int, bytes int64) {
 // budgetWarning says when Pub/Sub may send a worker that runs every split
 // more messages than its buffer budget: each of a split's ParallelPullCount
 // streams may hold MaxOutstandingMessages unacked, and messages stay
-// unacked until a commit. A split whose bundles fall behind is then stopped
-// at the budget, which gives back everything it holds, where flow control
-// would have paused it. Prism runs every split in one process; other
+// unacked until a commit. A split whose bundles fall behind for longer
+// than budgetWait is then stopped at the budget, which gives back
+// everything it holds, where flow control would have paused it. Prism runs every split in one process; other
 // runners spread them, so it is a warning, not an error.
 func (cfg Config) budgetWarning() string {
 	if cfg.MaxOutstandingMessages <= 0 {
@@ -158,6 +160,6 @@ func (cfg Config) budgetWarning() string {
 	if held <= int64(cfg.BufferMaxMessages) {
 		return ""
 	}
-	return fmt.Sprintf("pubsubio.Read: Pub/Sub may send %[2]d unacked messages to a worker that runs all %[1]d split(s) of this read (splits x ParallelPullCount %[3]d x MaxOutstandingMessages %[4]d), more than BufferMaxMessages %[5]d: a split that falls behind is then stopped at the budget and gives back all it holds instead of being paused by flow control. Prism runs every split in one worker; raise BufferMaxMessages to %[2]d, or lower MaxOutstandingMessages",
-		splits, held, cfg.ParallelPullCount, cfg.MaxOutstandingMessages, cfg.BufferMaxMessages, held)
+	return fmt.Sprintf("pubsubio.Read: Pub/Sub may send %[2]d unacked messages to a worker that runs all %[1]d split(s) of this read (splits x ParallelPullCount %[3]d x MaxOutstandingMessages %[4]d), more than BufferMaxMessages %[5]d: a split that falls behind for over %[6]v is then stopped at the budget and gives back all it holds instead of being paused by flow control. Prism runs every split in one worker; raise BufferMaxMessages to %[2]d, or lower MaxOutstandingMessages",
+		splits, held, cfg.ParallelPullCount, cfg.MaxOutstandingMessages, cfg.BufferMaxMessages, budgetWait)
 }
