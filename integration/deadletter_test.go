@@ -64,12 +64,13 @@ func deadLetterFailures(n int) []dlq.FailedMessage {
 }
 
 // expectedDeadLetter is what a consumer decodes of f: the routing fields
-// are not carried, and the error is bounded.
+// are not carried, and the error is cut to dlq.MaxErrorBytes, "..." marking
+// the cut (the errors here are ASCII, so no rune is split).
 func expectedDeadLetter(f dlq.FailedMessage) dlq.FailedMessage {
 	f.Message.Topic = pubsubio.Topic{}
 	f.Message.Subscription = pubsubio.Subscription{}
 	if len(f.Error) > dlq.MaxErrorBytes {
-		f.Error = dlq.Truncate(f.Error, dlq.MaxErrorBytes)
+		f.Error = f.Error[:dlq.MaxErrorBytes-len("...")] + "..."
 	}
 	return f
 }

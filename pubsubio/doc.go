@@ -6,12 +6,24 @@
 // or a failed bundle loses nothing: Pub/Sub redelivers (at-least-once).
 // A message whose payload does not hold the read's Format follows its
 // DecodePolicy; ReadWithDeadLetters also returns those it dead-lettered.
+//
 // Write publishes messages, batched per destination topic, and lets a
 // bundle commit only after Pub/Sub confirmed every message it published.
+// What Pub/Sub will not take follows its FailurePolicy.
 //
-// This package is the facade users import; the read path lives in
-// pubsubio/source, the write path in pubsubio/sink, the dead-letter
-// contract and the dead-letter topic writer (dlq.Write) in pubsubio/dlq,
-// the record view (Records) in pubsubio/record, the shared values in
-// pubsubio/model, and client construction in pubsubio/connection.
+// Records turns messages into JSON records. Every step that cannot handle a
+// message emits it as a FailedMessage; WriteDeadLetters publishes those to
+// a dead-letter topic, and Originals turns them back into messages.
+//
+// Every configuration is checked when the pipeline is built: an invalid one
+// panics, or, from the Try variants, returns an error that wraps
+// ErrInvalidConfig and names the option and the value.
+//
+// What a failed bundle means depends on the runner: Prism fails the job,
+// Dataflow retries the bundle, Flink restores from its last checkpoint.
+// Either way nothing is lost, and a retried bundle may publish again:
+// deduplicate on Message.ID where that matters.
+//
+// Most programs import only this package. Package dlq holds the envelope a
+// dead letter travels in on its topic, and Decode for its consumers.
 package pubsubio

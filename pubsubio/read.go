@@ -18,8 +18,7 @@ type (
 	Subscription = model.Subscription
 	// Topic names a Pub/Sub topic.
 	Topic = model.Topic
-	// ReadConfig configures Read; see source.Config for every option and its
-	// default.
+	// ReadConfig configures Read: every option, its default and why.
 	ReadConfig = source.Config
 	// Connection says where and as whom to connect: an emulator endpoint or a
 	// service-account key file; neither means application-default
@@ -45,25 +44,61 @@ type (
 	// PositionKind is PositionResume, PositionEarliestRetained,
 	// PositionLatest, PositionTimestamp or PositionSnapshot.
 	PositionKind = source.PositionKind
+	// AckLatencySummary describes how long this process's emitted messages
+	// waited for their ack.
+	AckLatencySummary = source.AckLatencySummary
 )
 
+// Ordering modes (ReadConfig.Ordering).
 const (
-	OrderingNone     = source.OrderingNone
-	OrderingPerKey   = source.OrderingPerKey
+	// OrderingNone (default) makes no ordering guarantee; several splits
+	// may read one subscription.
+	OrderingNone = source.OrderingNone
+	// OrderingPerKey emits each subscription's messages in order per
+	// ordering key, through one split and one stream per subscription.
+	OrderingPerKey = source.OrderingPerKey
+)
+
+// Finalization modes (ReadConfig.Finalization).
+const (
+	// FinalizationAuto (default) asks for bundle finalization only on SDK
+	// versions that deliver it.
 	FinalizationAuto = source.FinalizationAuto
-	FinalizationOn   = source.FinalizationOn
-	FinalizationOff  = source.FinalizationOff
+	// FinalizationOn always asks for it, for an SDK patched against the
+	// Beam Go 2.77 defect.
+	FinalizationOn = source.FinalizationOn
+	// FinalizationOff never asks for it.
+	FinalizationOff = source.FinalizationOff
+)
 
-	DecodeFail       = source.DecodeFail
-	DecodeDrop       = source.DecodeDrop
-	DecodeNack       = source.DecodeNack
+// Decode policies (ReadConfig.DecodePolicy): what happens to a message
+// whose payload does not hold ReadConfig.Format, or whose timestamp
+// attribute is malformed.
+const (
+	// DecodeFail (default) fails the bundle naming the message, which is
+	// redelivered.
+	DecodeFail = source.DecodeFail
+	// DecodeDrop acks it with its bundle and emits nothing.
+	DecodeDrop = source.DecodeDrop
+	// DecodeNack nacks it at once, for the subscription's dead-letter
+	// policy.
+	DecodeNack = source.DecodeNack
+	// DecodeDeadLetter emits it on ReadWithDeadLetters' dead-letter output.
 	DecodeDeadLetter = source.DecodeDeadLetter
+)
 
-	PositionResume           = source.PositionResume
+// Start positions (StartPosition.Kind); the functions below build them.
+const (
+	// PositionResume (default) reads from wherever the subscription is.
+	PositionResume = source.PositionResume
+	// PositionEarliestRetained replays everything still retained.
 	PositionEarliestRetained = source.PositionEarliestRetained
-	PositionLatest           = source.PositionLatest
-	PositionTimestamp        = source.PositionTimestamp
-	PositionSnapshot         = source.PositionSnapshot
+	// PositionLatest drops the backlog.
+	PositionLatest = source.PositionLatest
+	// PositionTimestamp replays from StartPosition.Time.
+	PositionTimestamp = source.PositionTimestamp
+	// PositionSnapshot seeks to StartPosition.Snapshot.
+	PositionSnapshot = source.PositionSnapshot
 )
 
 // StartEarliestRetained replays everything the subscription still retains.
@@ -105,9 +140,9 @@ func TryRead(s beam.Scope, cfg ReadConfig) (beam.PCollection, error) {
 }
 
 // ReadWithDeadLetters is Read that also returns the dead letters of
-// DecodePolicy DecodeDeadLetter: a PCollection<dlq.FailedMessage>, for
-// instance for dlq.Write. Read rejects that policy, since it has nowhere to
-// put them.
+// DecodePolicy DecodeDeadLetter: a PCollection<FailedMessage>, for
+// instance for WriteDeadLetters. Read rejects that policy, since it has
+// nowhere to put them.
 func ReadWithDeadLetters(s beam.Scope, cfg ReadConfig) (msgs, deadLetters beam.PCollection) {
 	return source.ReadWithDeadLetters(s, cfg)
 }
@@ -117,3 +152,12 @@ func ReadWithDeadLetters(s beam.Scope, cfg ReadConfig) (msgs, deadLetters beam.P
 func TryReadWithDeadLetters(s beam.Scope, cfg ReadConfig) (msgs, deadLetters beam.PCollection, err error) {
 	return source.TryReadWithDeadLetters(s, cfg)
 }
+
+// AckLatency summarises, for this process, how long emitted messages
+// waited between their emission and their ack: the runner's commit plus
+// the read noticing it. Keep its P99 well under the subscription's ack
+// deadline. On a distributed runner each worker holds its own.
+func AckLatency() AckLatencySummary { return source.AckLatency() }
+
+// ResetAckLatency forgets what AckLatency has seen.
+func ResetAckLatency() { source.ResetAckLatency() }

@@ -9,16 +9,19 @@ import (
 
 // The record view's values, re-exported from the leaf packages.
 type (
-	// RecordConfig configures Records; see record.Config for every option
-	// and its default.
+	// RecordConfig configures Records: every option, its default and why.
 	RecordConfig = record.Config
 	// Format says what payloads hold: FormatJSON, FormatText or FormatBytes.
 	Format = model.Format
 )
 
+// Payload formats (ReadConfig.Format, RecordConfig.Format).
 const (
-	FormatJSON  = model.FormatJSON
-	FormatText  = model.FormatText
+	// FormatJSON: one JSON value, in UTF-8.
+	FormatJSON = model.FormatJSON
+	// FormatText: UTF-8 text.
+	FormatText = model.FormatText
+	// FormatBytes: anything.
 	FormatBytes = model.FormatBytes
 )
 
@@ -28,7 +31,7 @@ const (
 // data decoded per cfg.Format (package record has the details). A message
 // whose payload does not hold the format is returned in deadLetters, a
 // PCollection<FailedMessage> with stage StageDecode, never dropped; pass it
-// to dlq.Write to publish it to a dead-letter topic. An invalid
+// to WriteDeadLetters to publish it to a dead-letter topic. An invalid
 // configuration panics at graph construction; TryRecords returns it.
 func Records(s beam.Scope, cfg RecordConfig, msgs beam.PCollection) (records, deadLetters beam.PCollection) {
 	return record.FromMessages(s, cfg, msgs)

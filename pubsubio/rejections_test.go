@@ -1,6 +1,7 @@
 package pubsubio_test
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -340,14 +341,17 @@ func renderTable(t *testing.T) string {
 		if strings.Contains(err.Error(), "test setup") {
 			t.Fatalf("%s: %v", name, err)
 		}
+		if !errors.Is(err, pubsubio.ErrInvalidConfig) {
+			t.Errorf("%s: the error does not wrap ErrInvalidConfig: %v", name, err)
+		}
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", r.api, r.option, cell(err.Error()))
 	}
 	return b.String()
 }
 
 // TestConstructionRejections: every bad configuration is refused when the
-// pipeline is built, and RELIABILITY.md shows exactly what each refusal
-// says.
+// pipeline is built, with an error that wraps ErrInvalidConfig, and
+// RELIABILITY.md shows exactly what each refusal says.
 func TestConstructionRejections(t *testing.T) {
 	table := renderTable(t)
 	if t.Failed() {

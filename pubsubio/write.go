@@ -3,14 +3,12 @@ package pubsubio
 import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
-	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/sink"
 )
 
 // The write path's values, re-exported from the leaf packages.
 type (
-	// WriteConfig configures Write; see sink.Config for every option and its
-	// default.
+	// WriteConfig configures Write: every option, its default and why.
 	WriteConfig = sink.Config
 	// PublisherOptions tune the client's publishers (batching, timeout,
 	// compression, retry backoff, message ordering).
@@ -21,22 +19,25 @@ type (
 	CreateDisposition = sink.CreateDisposition
 	// FailurePolicy is PolicyFail, PolicyDrop or PolicyDeadLetter.
 	FailurePolicy = sink.FailurePolicy
-	// FailedMessage is one dead letter: a message a failure policy routed,
-	// with where it failed and why.
-	FailedMessage = dlq.FailedMessage
-	// FailureStage says at which step a message failed.
-	FailureStage = dlq.Stage
 )
 
+// Create dispositions (WriteConfig.CreateDisposition).
 const (
-	CreateIfNeeded   = sink.CreateIfNeeded
-	CreateNever      = sink.CreateNever
-	PolicyFail       = sink.PolicyFail
-	PolicyDrop       = sink.PolicyDrop
+	// CreateIfNeeded (default) creates a topic a publish found missing.
+	CreateIfNeeded = sink.CreateIfNeeded
+	// CreateNever fails the bundle on a missing topic.
+	CreateNever = sink.CreateNever
+)
+
+// Failure policies (WriteConfig.FailurePolicy): what happens to a message
+// Pub/Sub will not take.
+const (
+	// PolicyFail (default) fails the bundle.
+	PolicyFail = sink.PolicyFail
+	// PolicyDrop logs, counts and drops the message.
+	PolicyDrop = sink.PolicyDrop
+	// PolicyDeadLetter emits it on the PCollection Write returns.
 	PolicyDeadLetter = sink.PolicyDeadLetter
-	StageDecode      = dlq.StageDecode
-	StageValidate    = dlq.StageValidate
-	StagePublish     = dlq.StagePublish
 )
 
 // Write publishes msgs, a PCollection<Message>, to cfg.Topic, or to each

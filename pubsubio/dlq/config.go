@@ -1,11 +1,11 @@
 package dlq
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -19,8 +19,9 @@ const (
 // Special values of Config.MaxInFlightMessages.
 const (
 	// Synchronous publishes each dead letter and waits for Pub/Sub to
-	// confirm it before taking the next: the narrowest loss window, one
-	// round trip per dead letter.
+	// confirm it before taking the next: one round trip per dead letter.
+	// (The reference connector spells this 0; here 0 takes the default, as
+	// every zero field does.)
 	Synchronous = 1
 	// FlushAtBundleEnd waits only at the end of each bundle, however many
 	// dead letters it holds.
@@ -31,66 +32,43 @@ const (
 // the default documented on it. Config is validated at graph construction:
 // an invalid one never reaches a worker.
 type Config struct {
-	// Topic is the dead-letter topic. It must exist: Write never creates
-	// it, because a dead-letter topic created on the fly has no
-	// subscription, so what is published there is kept for nobody. A
-	// missing topic fails the bundle with an error naming it.
+	// Topic is the dead-letter topic; it must exist. Write never creates
+	// it: a topic created on the fly has no subscription, so what lands
+	// there is kept for nobody. A missing topic fails the bundle naming it.
 	Topic model.Topic
 
 	// MaxInFlightMessages bounds the dead letters published and not yet
-	// confirmed (default 1,000): when a bundle reaches it, Write waits for
-	// Pub/Sub to confirm all of them before taking the next. It bounds what
-	// one bundle holds when every record fails; the end of the bundle waits
-	// for the rest. Synchronous (1) waits for every dead letter on its own
-	// (the reference connector spells this 0; here 0 takes the default, as
-	// every zero field does, and with one wait per dead letter 1 means the
-	// same). FlushAtBundleEnd (-1) waits only at the end of the bundle,
-	// so only the bundle bounds what is held.
+	// confirmed: at it, Write waits for Pub/Sub to confirm all of them.
+	// If zero, DefaultMaxInFlightMessages (1,000) is used. Synchronous (1)
+	// waits for every dead letter on its own; FlushAtBundleEnd (-1) waits
+	// only at the end of the bundle.
 	MaxInFlightMessages int
 
 	// FlushTimeout bounds each wait for confirmations, at
-	// MaxInFlightMessages and at the end of a bundle (default 60 s, the
-	// client's default publish timeout: a default wait lasts about as long
-	// as one publish's retries would). One deadline covers all of a wait's
-	// dead letters. On expiry the bundle fails (a runner that retries bundles
-	// retries it; Prism fails the job); the publishes are not cancelled, so
-	// a retried bundle or a rerun job may publish some dead letters twice
-	// (consume the topic idempotently). The client's publish timeout,
-	// retries included, is twice FlushTimeout: long enough that the wait,
-	// not the client, is what expires, bounded so that an abandoned publish
-	// does not linger. Sizing: a wait at the cap carries
-	// MaxInFlightMessages dead letters; keep FlushTimeout well under
-	// whatever bounds a bundle on your runner.
+	// MaxInFlightMessages and at the end of a bundle; on expiry the bundle
+	// fails. If zero, DefaultFlushTimeout (60 s, the client's publish
+	// timeout) is used. The client's own publish timeout is twice this, so
+	// the wait, not the client, is what expires.
 	FlushTimeout time.Duration
 
-	// ShutdownTimeout bounds stopping the publisher at Teardown (default
-	// 30 s): the client's Stop waits for every batch it still holds, which
-	// through an outage lasts until the publish timeout. A stop that
-	// overruns is abandoned, logged and counted
-	// (dead_letter_publisher_shutdowns_abandoned).
+	// ShutdownTimeout bounds stopping the publisher at Teardown; a stop that
+	// overruns is abandoned and counted in
+	// dead_letter_publisher_shutdowns_abandoned. If zero,
+	// DefaultShutdownTimeout (30 s) is used.
 	ShutdownTimeout time.Duration
 
-	// Connection says where and as whom the dead-letter publisher connects,
-	// independently of any Read or Write in the pipeline: EmulatorEndpoint
-	// (host:port, plaintext, no credentials) or CredentialsFile (a
-	// service-account key path read on the worker); neither means
-	// application-default credentials against Pub/Sub, even when the sink
-	// whose failures these are uses a key file.
+	// Connection says where and as whom the dead-letter publisher
+	// connects, independently of the pipeline's reads and writes. The zero
+	// value is application-default credentials against Pub/Sub.
 	Connection connection.Settings
 }
 
 // withDefaults returns cfg with every zero field set to its default and the
 // whole configuration validated. Errors name the field and the value.
 func (cfg Config) withDefaults() (Config, error) {
-	if cfg.MaxInFlightMessages == 0 {
-		cfg.MaxInFlightMessages = DefaultMaxInFlightMessages
-	}
-	if cfg.FlushTimeout == 0 {
-		cfg.FlushTimeout = DefaultFlushTimeout
-	}
-	if cfg.ShutdownTimeout == 0 {
-		cfg.ShutdownTimeout = DefaultShutdownTimeout
-	}
+	construct.Default(&cfg.MaxInFlightMessages, DefaultMaxInFlightMessages)
+	construct.Default(&cfg.FlushTimeout, DefaultFlushTimeout)
+	construct.Default(&cfg.ShutdownTimeout, DefaultShutdownTimeout)
 	return cfg, cfg.validate()
 }
 
@@ -116,8 +94,5 @@ func (cfg Config) validate() error {
 	if err := cfg.Connection.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("dlq.Write: invalid configuration: %w", err)
-	}
-	return nil
+	return construct.Invalid("dlq.Write", errs...)
 }

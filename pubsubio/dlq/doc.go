@@ -41,8 +41,4 @@
 // let it carry, such as an original attribute with a 1,000-byte key or a
 // payload that was dead-lettered for being too large, is left out and
 // listed in dlq.omitted (Encode has the rules).
-//
-// Files: failed.go (the contract), envelope.go (Encode, Decode),
-// config.go (Write's options), write.go (graph construction and the DoFn),
-// writer.go (publish, bounded waits, bounded shutdown), metrics.go.
 package dlq

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -124,7 +125,7 @@ func encode(f FailedMessage, topic model.Topic, withoutData bool) model.Message 
 	e.setInt(AttrDeliveryAttempt, m.DeliveryAttempt)
 	e.originals(m.Attributes) // last: it needs to know whether AttrOmitted is coming
 	if len(e.omitted) > 0 {
-		e.attrs[AttrOmitted] = Truncate(strings.Join(e.omitted, "; "), model.MaxAttributeValueBytes)
+		e.attrs[AttrOmitted] = text.Truncate(strings.Join(e.omitted, "; "), model.MaxAttributeValueBytes)
 	}
 	return out
 }
@@ -132,11 +133,11 @@ func encode(f FailedMessage, topic model.Topic, withoutData bool) model.Message 
 // cleanError is text as an attribute value: valid UTF-8 (invalid bytes
 // replaced) and at most MaxErrorBytes. Only a prefix is cleaned, so a
 // megabyte-long error costs no more than a short one.
-func cleanError(text string) string {
-	if len(text) > 4*MaxErrorBytes {
-		text = text[:4*MaxErrorBytes] // a rune cut here is replaced, then cut off
+func cleanError(msg string) string {
+	if len(msg) > 4*MaxErrorBytes {
+		msg = msg[:4*MaxErrorBytes] // a rune cut here is replaced, then cut off
 	}
-	return Truncate(strings.ToValidUTF8(text, "\uFFFD"), MaxErrorBytes)
+	return text.Truncate(strings.ToValidUTF8(msg, "\uFFFD"), MaxErrorBytes)
 }
 
 // envelope accumulates the attributes of one dead letter and what they
@@ -206,7 +207,7 @@ func (e *envelope) originals(attrs map[string]string) {
 	var carry []string
 	for _, k := range keys {
 		v := attrs[k]
-		q := strconv.Quote(Truncate(k, maxQuotedKey))
+		q := strconv.Quote(text.Truncate(k, maxQuotedKey))
 		switch {
 		case !utf8.ValidString(k) || len(OriginalAttributePrefix)+len(k) > model.MaxAttributeKeyBytes:
 			e.omit("attribute %s: key of %d bytes, not valid UTF-8 or over %d with the prefix %q", q, len(k), model.MaxAttributeKeyBytes, OriginalAttributePrefix)
@@ -221,7 +222,7 @@ func (e *envelope) originals(attrs map[string]string) {
 		room-- // for AttrOmitted
 	}
 	if len(carry) > room {
-		e.omit("%d attributes from %s on: over Pub/Sub's %d attributes per message", len(carry)-room, strconv.Quote(Truncate(carry[room], maxQuotedKey)), model.MaxAttributes)
+		e.omit("%d attributes from %s on: over Pub/Sub's %d attributes per message", len(carry)-room, strconv.Quote(text.Truncate(carry[room], maxQuotedKey)), model.MaxAttributes)
 		carry = carry[:room]
 	}
 	for _, k := range carry {

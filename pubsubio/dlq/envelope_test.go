@@ -7,6 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -21,10 +22,10 @@ func withinLimits(t *testing.T, m model.Message) {
 	}
 	for k, v := range m.Attributes {
 		if len(k) > model.MaxAttributeKeyBytes || !utf8.ValidString(k) || strings.HasPrefix(k, model.ReservedAttributePrefix) {
-			t.Errorf("envelope attribute key %q (%d bytes) is not one Pub/Sub accepts", Truncate(k, 40), len(k))
+			t.Errorf("envelope attribute key %q (%d bytes) is not one Pub/Sub accepts", text.Truncate(k, 40), len(k))
 		}
 		if len(v) > model.MaxAttributeValueBytes || !utf8.ValidString(v) {
-			t.Errorf("envelope attribute %q has a %d-byte value (valid UTF-8 %v)", Truncate(k, 40), len(v), utf8.ValidString(v))
+			t.Errorf("envelope attribute %q has a %d-byte value (valid UTF-8 %v)", text.Truncate(k, 40), len(v), utf8.ValidString(v))
 		}
 	}
 	if size, limit := model.SerializedSize(m), model.MaxMessageSize(dlqTopic); size > limit {
@@ -101,7 +102,7 @@ func TestEnvelopeTruncatesAMegabyteError(t *testing.T) {
 	withinLimits(t, env)
 	e := env.Attributes[AttrError]
 	if len(e) > MaxErrorBytes || !strings.HasPrefix(e, "quota exceeded; ") || !strings.HasSuffix(e, "...") {
-		t.Errorf("error attribute is %d bytes (%q...), want at most %d ending in ...", len(e), Truncate(e, 40), MaxErrorBytes)
+		t.Errorf("error attribute is %d bytes (%q...), want at most %d ending in ...", len(e), text.Truncate(e, 40), MaxErrorBytes)
 	}
 	got := decodeOK(t, env)
 	if got.Error != e || string(got.Message.Data) != "payload" {

@@ -2,19 +2,14 @@ package dlq
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"maps"
 	"reflect"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/grpccode"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -102,66 +97,10 @@ func (f FailedMessage) Original() model.Message {
 func New(stage Stage, msg model.Message, err error, attempts int, at time.Time) FailedMessage {
 	f := FailedMessage{Message: msg, Stage: stage, Time: at, Attempts: attempts}
 	if err != nil {
-		if c, ok := CodeOf(err); ok {
-			f.Code = CodeName(c)
+		if c, ok := grpccode.Of(err); ok {
+			f.Code = grpccode.Name(c)
 		}
-		f.Error = Truncate(err.Error(), MaxErrorBytes)
+		f.Error = text.Truncate(err.Error(), MaxErrorBytes)
 	}
 	return f
-}
-
-// CodeOf returns the gRPC status code err carries, looking through
-// wrapping, and reports whether it carries one. A context's deadline or
-// cancellation counts as DEADLINE_EXCEEDED or CANCELLED.
-func CodeOf(err error) (codes.Code, bool) {
-	if err == nil {
-		return codes.OK, true
-	}
-	var se interface{ GRPCStatus() *status.Status }
-	if errors.As(err, &se) {
-		return se.GRPCStatus().Code(), true
-	}
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return codes.DeadlineExceeded, true
-	case errors.Is(err, context.Canceled):
-		return codes.Canceled, true
-	}
-	return codes.Unknown, false
-}
-
-// CodeName returns the canonical name of c as Pub/Sub's documentation and
-// error messages spell it: "INVALID_ARGUMENT", "NOT_FOUND".
-func CodeName(c codes.Code) string {
-	if c == codes.Canceled {
-		return "CANCELLED" // the canonical spelling; Go's name drops an L
-	}
-	name := c.String() // "InvalidArgument", or "Code(17)" for an unknown one
-	var b strings.Builder
-	prev := rune(0)
-	for _, r := range name {
-		if unicode.IsUpper(r) && unicode.IsLower(prev) {
-			b.WriteByte('_')
-		}
-		b.WriteRune(unicode.ToUpper(r))
-		prev = r
-	}
-	return b.String()
-}
-
-// Truncate returns s cut to at most max bytes on a rune boundary, with
-// "..." marking a cut.
-func Truncate(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	const ellipsis = "..."
-	cut := max - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	if cut < 0 {
-		cut = 0
-	}
-	return s[:cut] + ellipsis
 }

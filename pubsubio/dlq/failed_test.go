@@ -2,9 +2,7 @@ package dlq
 
 import (
 	"bytes"
-	"context"
 	"errors"
-	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -21,36 +19,6 @@ import (
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
-
-func TestCodeName(t *testing.T) {
-	for c, want := range map[codes.Code]string{
-		codes.OK:                "OK",
-		codes.InvalidArgument:   "INVALID_ARGUMENT",
-		codes.NotFound:          "NOT_FOUND",
-		codes.DeadlineExceeded:  "DEADLINE_EXCEEDED",
-		codes.ResourceExhausted: "RESOURCE_EXHAUSTED",
-		codes.Canceled:          "CANCELLED",
-		codes.Unavailable:       "UNAVAILABLE",
-		codes.PermissionDenied:  "PERMISSION_DENIED",
-	} {
-		if got := CodeName(c); got != want {
-			t.Errorf("CodeName(%v) = %q, want %q", c, got, want)
-		}
-	}
-}
-
-func TestCodeOfLooksThroughWrapping(t *testing.T) {
-	err := fmt.Errorf("publishing: %w", status.Error(codes.InvalidArgument, "bad attribute"))
-	if c, ok := CodeOf(err); !ok || c != codes.InvalidArgument {
-		t.Errorf("CodeOf(wrapped INVALID_ARGUMENT) = %v, %v", c, ok)
-	}
-	if c, ok := CodeOf(fmt.Errorf("x: %w", context.DeadlineExceeded)); !ok || c != codes.DeadlineExceeded {
-		t.Errorf("CodeOf(deadline) = %v, %v", c, ok)
-	}
-	if _, ok := CodeOf(fmt.Errorf("plain")); ok {
-		t.Errorf("CodeOf(plain error) reported a status")
-	}
-}
 
 func TestNewBoundsTheError(t *testing.T) {
 	long := strings.Repeat("é", 2*MaxErrorBytes)

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -17,6 +18,9 @@ func init() {
 }
 
 var failedType = reflect.TypeOf(FailedMessage{})
+
+// inputHint says what Write and Originals take.
+const inputHint = "pass the dead letters a Write, a ReadWithDeadLetters or a record view returns"
 
 // Write publishes failed, a PCollection<FailedMessage>, to cfg.Topic, one
 // envelope per dead letter (see Encode for what it carries). A bundle
@@ -37,7 +41,7 @@ func TryWrite(s beam.Scope, cfg Config, failed beam.PCollection) error {
 	if err != nil {
 		return err
 	}
-	if err := checkInput(failed, "dlq.Write"); err != nil {
+	if err := construct.CheckInput("dlq.Write", failed, failedType, "dlq.FailedMessage", inputHint); err != nil {
 		return err
 	}
 	s = s.Scope("dlq.Write")
@@ -52,23 +56,13 @@ func TryWrite(s beam.Scope, cfg Config, failed beam.PCollection) error {
 // FailedMessage.Original): what a replay pipeline writes back through the
 // sink, or processes again, once the cause is fixed.
 func Originals(s beam.Scope, failed beam.PCollection) beam.PCollection {
-	if err := checkInput(failed, "dlq.Originals"); err != nil {
+	if err := construct.CheckInput("dlq.Originals", failed, failedType, "dlq.FailedMessage", inputHint); err != nil {
 		panic(err)
 	}
 	return beam.ParDo(s.Scope("dlq.Originals"), original, failed)
 }
 
 func original(f FailedMessage) model.Message { return f.Original() }
-
-func checkInput(col beam.PCollection, who string) error {
-	if !col.IsValid() {
-		return fmt.Errorf("%s: the input PCollection is not valid", who)
-	}
-	if t := col.Type().Type(); t != failedType {
-		return fmt.Errorf("%s: the input is a PCollection<%v>, not PCollection<dlq.FailedMessage>; pass the dead letters a Write or a record view returns", who, t)
-	}
-	return nil
-}
 
 // writeFn is Write's DoFn. Its exported field is the configuration Beam
 // serializes into the graph; the writer is per-instance runtime state built

@@ -3,8 +3,6 @@ package dlq
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -12,6 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/grpccode"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/publishing"
 )
 
 // writer is the runtime state of one writeFn instance: one client, one
@@ -23,13 +23,9 @@ type writer struct {
 	client *pubsub.Client
 	pub    *pubsub.Publisher
 
-	// pending are the publishes of this bundle not yet waited for.
-	pending []*pubsub.PublishResult
-
-	// At most one flush goroutine runs at a time (flushAsync); release
-	// waits for it, because the client's Flush and Stop must not overlap.
-	flushing atomic.Bool
-	flushes  sync.WaitGroup
+	// unconfirmed are the publishes of this bundle not yet waited for.
+	unconfirmed []*pubsub.PublishResult
+	flusher     publishing.Flusher
 
 	stats stats
 
@@ -49,7 +45,7 @@ func newWriter(ctx context.Context, cfg Config) (*writer, error) {
 	pub := client.Publisher(cfg.Topic.String())
 	pub.PublishSettings = pubsub.DefaultPublishSettings
 	pub.PublishSettings.Timeout = publishTimeout(cfg)
-	return &writer{cfg: cfg, client: client, pub: pub, now: time.Now, warnf: log.Warnf}, nil
+	return &writer{cfg: cfg, client: client, pub: pub, stats: newStats(), now: time.Now, warnf: log.Warnf}, nil
 }
 
 // publishTimeout bounds the client's retries of one batch. It is longer
@@ -62,8 +58,8 @@ func publishTimeout(cfg Config) time.Duration { return 2 * cfg.FlushTimeout }
 // are being retried, so waiting for its publishes (or failing this bundle
 // for them) would be waiting on behalf of a bundle that no longer exists.
 func (w *writer) startBundle() {
-	clear(w.pending)
-	w.pending = w.pending[:0]
+	clear(w.unconfirmed)
+	w.unconfirmed = w.unconfirmed[:0]
 	w.stats.stalled = 0
 }
 
@@ -74,68 +70,70 @@ func (w *writer) process(ctx context.Context, f FailedMessage) error {
 	// The context only carries tracing to the client; the batch's RPC runs
 	// under the publisher's own Timeout-bounded context.
 	res := w.pub.Publish(context.Background(), &pubsub.Message{Data: env.Data, Attributes: env.Attributes})
-	w.pending = append(w.pending, res)
-	var err error
-	if max := w.cfg.MaxInFlightMessages; max > 0 && len(w.pending) >= max {
-		err = w.wait(ctx, fmt.Sprintf("%d dead letters reached MaxInFlightMessages", len(w.pending)))
-		w.stats.report(ctx, w)
-	} else {
-		w.stats.maybeReport(ctx, w)
+	w.unconfirmed = append(w.unconfirmed, res)
+	if max := w.cfg.MaxInFlightMessages; max > 0 && len(w.unconfirmed) >= max {
+		err := w.wait(ctx, fmt.Sprintf("%d dead letters reached MaxInFlightMessages", len(w.unconfirmed)))
+		w.stats.report(ctx, len(w.unconfirmed))
+		return err
 	}
-	return err
+	if w.stats.throttle.Due(w.now()) {
+		w.stats.report(ctx, len(w.unconfirmed))
+	}
+	return nil
 }
 
 // finishBundle waits until Pub/Sub confirmed every dead letter of the
 // bundle: only then may the bundle commit.
 func (w *writer) finishBundle(ctx context.Context) error {
 	err := w.wait(ctx, "flushing at the end of the bundle")
-	w.stats.report(ctx, w)
+	w.stats.report(ctx, len(w.unconfirmed))
 	return err
 }
 
-// wait flushes the publisher and waits for every pending publish, bounded
-// by FlushTimeout. Whatever it returns, nothing is pending afterwards: a
-// failure fails the bundle, and its publishes are abandoned to the client
-// (not cancelled, so some may still land: a retried bundle can duplicate
-// them).
+// wait flushes the publisher and waits for every unconfirmed publish,
+// bounded by FlushTimeout. Whatever it returns, nothing is unconfirmed
+// afterwards: a failure fails the bundle, and its publishes are abandoned
+// to the client (not cancelled, so some may still land: a retried bundle
+// can duplicate them).
 func (w *writer) wait(ctx context.Context, what string) error {
-	pending := w.pending
-	if len(pending) == 0 {
+	unconfirmed := w.unconfirmed
+	if len(unconfirmed) == 0 {
 		return nil // no wait: the last-wait metric keeps the last real one
 	}
-	w.pending = nil
-	w.flushAsync()
+	w.unconfirmed = nil
+	w.flusher.Flush(w.pub.Flush)
 	start := w.now()
-	defer func() { w.stats.waited(w.now().Sub(start)) }()
+	defer func() { w.stats.wait(w.now().Sub(start)) }()
 	timer := time.NewTimer(w.cfg.FlushTimeout)
 	defer timer.Stop()
-	for _, r := range pending {
+	for _, r := range unconfirmed {
 		select {
 		case <-r.Ready():
 		case <-timer.C:
-			confirmed := w.confirmed(pending)
-			w.stats.stalled = int64(len(pending) - confirmed)
-			return fmt.Errorf("dlq.Write: Pub/Sub confirmed %d of %d dead letters published to %s within FlushTimeout %v (%s); the bundle fails: a runner that retries bundles (Dataflow, Flink) publishes them again, some possibly twice; Prism fails the job. Check that the topic is reachable and its publish quota not exhausted, or raise FlushTimeout",
-				confirmed, len(pending), w.cfg.Topic, w.cfg.FlushTimeout, what)
+			confirmed := w.confirmed(unconfirmed)
+			w.stats.stalled = int64(len(unconfirmed) - confirmed)
+			return fmt.Errorf("dlq.Write: Pub/Sub confirmed %d of %d dead letters to %s within FlushTimeout %v (%s): check the topic's reachability and quota, or raise FlushTimeout",
+				confirmed, len(unconfirmed), w.cfg.Topic, w.cfg.FlushTimeout, what)
 		case <-ctx.Done():
-			w.confirmed(pending)
-			return fmt.Errorf("dlq.Write: %s with %d dead letters unconfirmed: %w", what, len(pending), ctx.Err())
+			w.confirmed(unconfirmed)
+			return fmt.Errorf("dlq.Write: %s with %d dead letters unconfirmed: %w", what, len(unconfirmed), ctx.Err())
 		}
 		if _, err := r.Get(context.Background()); err != nil { // ready: returns at once
-			w.confirmed(pending)
+			w.confirmed(unconfirmed)
 			return w.publishError(err)
 		}
 	}
-	w.stats.published += int64(len(pending))
+	w.stats.published.Add(int64(len(unconfirmed)))
 	w.stats.stalled = 0
 	return nil
 }
 
-// confirmed counts the publishes among pending that Pub/Sub has confirmed
-// by now, after a wait ended early, and adds them to the published count.
-func (w *writer) confirmed(pending []*pubsub.PublishResult) int {
+// confirmed counts the publishes among unconfirmed that Pub/Sub has
+// confirmed by now, after a wait ended early, and adds them to the
+// published count.
+func (w *writer) confirmed(unconfirmed []*pubsub.PublishResult) int {
 	n := 0
-	for _, r := range pending {
+	for _, r := range unconfirmed {
 		select {
 		case <-r.Ready():
 			if _, err := r.Get(context.Background()); err == nil {
@@ -144,39 +142,22 @@ func (w *writer) confirmed(pending []*pubsub.PublishResult) int {
 		default:
 		}
 	}
-	w.stats.published += int64(n)
+	w.stats.published.Add(int64(n))
 	return n
 }
 
 // publishError explains a failed publish of a dead letter.
 func (w *writer) publishError(err error) error {
-	code, _ := CodeOf(err)
+	code, _ := grpccode.Of(err)
 	switch code {
 	case codes.NotFound:
-		return fmt.Errorf("dlq.Write: the dead-letter topic %s does not exist (NOT_FOUND): %w. dlq.Write never creates its topic, because a dead-letter topic created on the fly has no subscription and what lands there is kept for nobody: create the topic and a subscription to it, or fix Config.Topic", w.cfg.Topic, err)
+		return fmt.Errorf("dlq.Write: the dead-letter topic %s does not exist: create it and a subscription to it, or fix Config.Topic (dlq.Write never creates its topic): %w", w.cfg.Topic, err)
 	case codes.DeadlineExceeded:
-		return fmt.Errorf("dlq.Write: Pub/Sub did not confirm dead letters published to %s within the client's publish timeout (twice FlushTimeout %v), retries included: %w. The bundle fails (a runner that retries bundles publishes them again; Prism fails the job); check that the topic is reachable and its publish quota not exhausted, or raise FlushTimeout", w.cfg.Topic, w.cfg.FlushTimeout, err)
+		return fmt.Errorf("dlq.Write: Pub/Sub did not confirm dead letters to %s within the publish timeout (twice FlushTimeout %v): check the topic's reachability and quota, or raise FlushTimeout: %w", w.cfg.Topic, w.cfg.FlushTimeout, err)
 	case codes.PermissionDenied:
-		return fmt.Errorf("dlq.Write: publishing to the dead-letter topic %s was denied (PERMISSION_DENIED): %w. Grant the identity of Config.Connection (application-default credentials unless CredentialsFile is set) the Pub/Sub Publisher role on the topic", w.cfg.Topic, err)
+		return fmt.Errorf("dlq.Write: publishing to %s was denied (PERMISSION_DENIED): grant Config.Connection's identity roles/pubsub.publisher on the topic: %w", w.cfg.Topic, err)
 	}
-	return fmt.Errorf("dlq.Write: publishing dead letters to %s failed with %s after the client's retries; the bundle fails (a runner that retries bundles publishes them again; Prism fails the job): %w", w.cfg.Topic, CodeName(code), err)
-}
-
-// flushAsync asks the publisher to send what it batches without blocking
-// the DoFn: the client's Flush returns only once every batch is handled,
-// and the wait must stay under FlushTimeout. While a flush runs, a second
-// request is dropped; what was published after it started goes out after
-// the client's batch delay (10 ms) instead.
-func (w *writer) flushAsync() {
-	if !w.flushing.CompareAndSwap(false, true) {
-		return
-	}
-	w.flushes.Add(1)
-	go func() {
-		defer w.flushes.Done()
-		defer w.flushing.Store(false)
-		w.pub.Flush()
-	}()
+	return fmt.Errorf("dlq.Write: publishing dead letters to %s failed with %s after the client's retries: %w", w.cfg.Topic, grpccode.Name(code), err)
 }
 
 // close stops the publisher, bounded by ShutdownTimeout, and closes the
@@ -184,19 +165,13 @@ func (w *writer) flushAsync() {
 // process-wide, because Teardown has no metrics context; a later bundle in
 // the process reports it.
 func (w *writer) close(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() {
-		w.flushes.Wait()
+	stop := func() {
+		w.flusher.Wait()
 		w.pub.Stop()
-		close(done)
-	}()
-	timer := time.NewTimer(w.cfg.ShutdownTimeout)
-	defer timer.Stop()
-	select {
-	case <-done:
-	case <-timer.C:
+	}
+	if abandoned := publishing.StopAll(w.cfg.ShutdownTimeout, stop); len(abandoned) > 0 {
 		shutdownsAbandoned.Add(1)
-		w.warnf(ctx, "pubsubio: the dead-letter publisher of %s did not stop within ShutdownTimeout %v; abandoning it: its goroutines and what it still retries stay until the client gives up (the publish timeout, %v)",
+		w.warnf(ctx, "dlq.Write: the dead-letter publisher of %s did not stop within ShutdownTimeout %v; abandoned (it retries until the publish timeout, %v)",
 			w.cfg.Topic, w.cfg.ShutdownTimeout, publishTimeout(w.cfg))
 	}
 	if err := w.client.Close(); err != nil {

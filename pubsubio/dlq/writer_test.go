@@ -193,8 +193,8 @@ func TestWriterWaitsAtTheBoundAndTheBundleEnd(t *testing.T) {
 			if w.stats.nwaits != tc.waits || (w.stats.nwaits > before) != tc.bundleEnd {
 				t.Errorf("%d waits (%d before the end of the bundle), want %d (one at the end: %v)", w.stats.nwaits, before, tc.waits, tc.bundleEnd)
 			}
-			if w.stats.published != int64(tc.n) || len(w.pending) != 0 {
-				t.Errorf("published %d, pending %d; want %d and 0", w.stats.published, len(w.pending), tc.n)
+			if w.stats.published.Load() != int64(tc.n) || len(w.unconfirmed) != 0 {
+				t.Errorf("published %d, pending %d; want %d and 0", w.stats.published.Load(), len(w.unconfirmed), tc.n)
 			}
 			got := f.deadLetters(t)
 			if err := samePayloads(got, sent); err != nil {
@@ -218,8 +218,8 @@ func TestWriterFlushOnlyAtBundleEnd(t *testing.T) {
 	w := f.writer(t, Config{MaxInFlightMessages: FlushAtBundleEnd})
 	sent := failures(1500) // past the default bound
 	processAll(ctx, t, w, sent)
-	if w.stats.nwaits != 0 || w.stats.published != 0 {
-		t.Fatalf("with Pub/Sub holding every publish: %d waits, %d published, want none", w.stats.nwaits, w.stats.published)
+	if w.stats.nwaits != 0 || w.stats.published.Load() != 0 {
+		t.Fatalf("with Pub/Sub holding every publish: %d waits, %d published, want none", w.stats.nwaits, w.stats.published.Load())
 	}
 	g.release()
 	if err := w.finishBundle(ctx); err != nil {
@@ -262,7 +262,7 @@ func TestWriterFlushTimeout(t *testing.T) {
 			if err == nil {
 				t.Fatal("the bundle succeeded with Pub/Sub holding every publish")
 			}
-			for _, want := range []string{"confirmed 0 of 5", dlqTopic.String(), "FlushTimeout 300ms", tc.want, "runner that retries bundles"} {
+			for _, want := range []string{"confirmed 0 of 5", dlqTopic.String(), "FlushTimeout 300ms", tc.want} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q does not contain %q", err, want)
 				}
@@ -304,7 +304,7 @@ func TestWriterMissingTopic(t *testing.T) {
 	if err == nil {
 		t.Fatal("the bundle succeeded without a dead-letter topic")
 	}
-	for _, want := range []string{dlqTopic.String(), "does not exist (NOT_FOUND)", "never creates its topic", "create the topic and a subscription"} {
+	for _, want := range []string{dlqTopic.String(), "does not exist", "never creates its topic", "create it and a subscription"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not contain %q", err, want)
 		}
@@ -329,7 +329,7 @@ func TestWriterInjectedErrors(t *testing.T) {
 		if err == nil {
 			t.Fatal("a denied publish succeeded")
 		}
-		for _, want := range []string{dlqTopic.String(), "PERMISSION_DENIED", "caller lacks pubsub.topics.publish", "Publisher role"} {
+		for _, want := range []string{dlqTopic.String(), "PERMISSION_DENIED", "caller lacks pubsub.topics.publish", "roles/pubsub.publisher"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not contain %q", err, want)
 			}

@@ -30,11 +30,11 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -69,29 +69,23 @@ type Config struct {
 // withDefaults returns cfg with every zero field set to its default and the
 // whole configuration validated. Errors name the field and the value.
 func (cfg Config) withDefaults() (Config, error) {
-	if cfg.Format == "" {
-		cfg.Format = DefaultFormat
-	}
-	if cfg.AttributesKey == "" {
-		cfg.AttributesKey = DefaultAttributesKey
-	}
+	construct.Default(&cfg.Format, DefaultFormat)
+	construct.Default(&cfg.AttributesKey, DefaultAttributesKey)
 	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if err := cfg.Format.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("Format: %w", err))
+		bad("Format: %w", err)
 	}
 	switch k := cfg.AttributesKey; k {
 	case keyData, keyMessageID, keyOrderingKey, keyPublishTime:
-		errs = append(errs, fmt.Errorf("AttributesKey %q is one of the record's own keys (%s, %s, %s, %s); choose another, e.g. %q",
-			k, keyData, keyMessageID, keyOrderingKey, keyPublishTime, DefaultAttributesKey))
+		bad("AttributesKey %q is one of the record's own keys (%s, %s, %s, %s); choose another, e.g. %q",
+			k, keyData, keyMessageID, keyOrderingKey, keyPublishTime, DefaultAttributesKey)
 	default:
 		if !utf8.ValidString(k) {
-			errs = append(errs, fmt.Errorf("AttributesKey %q is not valid UTF-8, so it cannot be a JSON key", k))
+			bad("AttributesKey %q is not valid UTF-8, so it cannot be a JSON key", k)
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return cfg, fmt.Errorf("pubsubio.Records: invalid configuration: %w", err)
-	}
-	return cfg, nil
+	return cfg, construct.Invalid("pubsubio.Records", errs...)
 }
 
 // Encoder turns messages into records under one validated Config.

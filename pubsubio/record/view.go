@@ -10,6 +10,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -27,7 +29,7 @@ func init() {
 var messageType = reflect.TypeOf(model.Message{})
 
 // decodeFailures counts payloads that did not hold the format.
-var decodeFailures = beam.NewCounter("pubsubio", "record_decode_failures")
+var decodeFailures = beam.NewCounter(metrics.Namespace, "record_decode_failures")
 
 // FromMessages turns msgs, a PCollection<model.Message>, into records, a
 // PCollection<string> of one JSON object each, and returns with them the
@@ -51,11 +53,8 @@ func TryFromMessages(s beam.Scope, cfg Config, msgs beam.PCollection) (records, 
 	if err != nil {
 		return beam.PCollection{}, beam.PCollection{}, err
 	}
-	if !msgs.IsValid() {
-		return beam.PCollection{}, beam.PCollection{}, fmt.Errorf("pubsubio.Records: the input PCollection is not valid")
-	}
-	if t := msgs.Type().Type(); t != messageType {
-		return beam.PCollection{}, beam.PCollection{}, fmt.Errorf("pubsubio.Records: the input is a PCollection<%v>, not PCollection<pubsubio.Message>; pass what pubsubio.Read returns", t)
+	if err := construct.CheckInput("pubsubio.Records", msgs, messageType, "pubsubio.Message", "pass what pubsubio.Read returns"); err != nil {
+		return beam.PCollection{}, beam.PCollection{}, err
 	}
 	out, err := beam.TryParDo(s.Scope("pubsubio.Records"), &recordFn{Cfg: cfg}, msgs)
 	if err != nil {
@@ -86,7 +85,7 @@ func (fn *recordFn) ProcessElement(ctx context.Context, m model.Message, emit em
 		emit(string(rec))
 		return
 	}
-	f := dlq.New(dlq.StageDecode, m, fmt.Errorf("record view: message %q: %w", m.ID, err), m.DeliveryAttempt, time.Now())
+	f := dlq.New(dlq.StageDecode, m, fmt.Errorf("pubsubio.Records: message %q: %w", m.ID, err), m.DeliveryAttempt, time.Now())
 	f.Subscription = m.Subscription
 	decodeFailures.Inc(ctx, 1)
 	dead(f)

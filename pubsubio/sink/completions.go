@@ -9,11 +9,10 @@ import (
 // goroutine, which alone classifies them and updates the writer's state.
 //
 // The client's PublishResult offers only a Ready channel, so something must
-// wait on it. One goroutine per publish did (measured: at 10,000 in flight
-// its stacks were most of the sink's memory); instead each lane, the
-// publishes to one destination with one ordering key, has at most one
-// goroutine that waits on them in publish order and exits when the lane is
-// empty. The client resolves a lane's results in that order, or close to
+// wait on it. One goroutine per publish would hold a stack per message in
+// flight (BENCHMARKS.md, memory); instead each lane, the publishes to one
+// destination with one ordering key, has at most one goroutine that follows
+// them in publish order and exits when the lane is empty. The client resolves a lane's results in that order, or close to
 // it when several batches without a key are in the air at once, so a
 // verdict waits at most for its lane's earlier publishes; lanes never wait
 // on each other, so a key stuck in retries holds back only itself.
@@ -23,9 +22,9 @@ import (
 // holds is bounded by what was admitted.
 type completions struct {
 	mu     sync.Mutex
-	lanes  map[lane][]*pending // publishes awaiting a verdict, by lane, in publish order
-	queue  []*pending          // verdicts not yet taken
-	spare  []*pending
+	lanes  map[lane][]*outbound // publishes awaiting a verdict, by lane, in publish order
+	queue  []*outbound          // verdicts not yet taken
+	spare  []*outbound
 	notify chan struct{} // one token: "the queue may be non-empty"
 }
 
@@ -36,23 +35,23 @@ type lane struct {
 }
 
 func newCompletions() completions {
-	return completions{lanes: map[lane][]*pending{}, notify: make(chan struct{}, 1)}
+	return completions{lanes: map[lane][]*outbound{}, notify: make(chan struct{}, 1)}
 }
 
-// watch queues p once its result is ready.
-func (c *completions) watch(p *pending) {
-	l := lane{p.dest, p.msg.OrderingKey}
+// watch queues o once its result is ready.
+func (c *completions) watch(o *outbound) {
+	l := lane{o.dest, o.msg.OrderingKey}
 	c.mu.Lock()
 	waiting, running := c.lanes[l]
-	c.lanes[l] = append(waiting, p)
+	c.lanes[l] = append(waiting, o)
 	c.mu.Unlock()
 	if !running {
-		go c.await(l)
+		go c.follow(l)
 	}
 }
 
-// await waits on lane l's publishes in order until the lane is empty.
-func (c *completions) await(l lane) {
+// follow waits on lane l's publishes in order until the lane is empty.
+func (c *completions) follow(l lane) {
 	for {
 		c.mu.Lock()
 		waiting := c.lanes[l]
@@ -61,16 +60,16 @@ func (c *completions) await(l lane) {
 			c.mu.Unlock()
 			return
 		}
-		p := waiting[0]
+		o := waiting[0]
 		waiting[0] = nil
 		c.lanes[l] = waiting[1:]
 		c.mu.Unlock()
 
-		<-p.res.Ready()
-		_, err := p.res.Get(context.Background()) // returns at once: the result is ready
+		<-o.res.Ready()
+		_, err := o.res.Get(context.Background()) // returns at once: the result is ready
 		c.mu.Lock()
-		p.err = err
-		c.queue = append(c.queue, p)
+		o.err = err
+		c.queue = append(c.queue, o)
 		c.mu.Unlock()
 		select {
 		case c.notify <- struct{}{}:
@@ -81,7 +80,7 @@ func (c *completions) await(l lane) {
 
 // take returns what has been queued since the last take. The slice is
 // valid until the next take.
-func (c *completions) take() []*pending {
+func (c *completions) take() []*outbound {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	got := c.queue
@@ -91,10 +90,10 @@ func (c *completions) take() []*pending {
 }
 
 // poll classifies every verdict that has arrived and returns how many.
-func (w *writer) poll() int {
+func (w *writer) poll(ctx context.Context) int {
 	got := w.done.take()
-	for i, p := range got {
-		w.complete(p)
+	for i, o := range got {
+		w.complete(ctx, o)
 		got[i] = nil
 	}
 	return len(got)

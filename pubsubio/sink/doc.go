@@ -12,22 +12,17 @@
 // routed, everything it accepted: at-least-once.
 //
 // Publish results complete on the client's goroutines; they are handed to
-// the DoFn's goroutine and classified there (routing.go):
+// the DoFn's goroutine and classified there:
 //   - NOT_FOUND: the messages are parked, the topic is created
-//     (CreateIfNeeded) and they are republished with backoff (repair.go);
+//     (CreateIfNeeded) and they are republished with backoff;
 //   - INVALID_ARGUMENT for a batch: each message is republished alone, and
 //     only a message rejected alone reaches the failure policy;
 //   - an ordering key the client paused: what it cancelled is parked, the
 //     key resumed and the messages republished in publish order;
-//   - anything else (an outage) fails the bundle: a runner that retries
-//     bundles publishes it again; Prism fails the job.
+//   - anything else (an outage) fails the bundle.
 //
-// One file per concern: config.go (options, defaults, validation),
-// write.go and convert.go (graph construction), writefn.go (the DoFn),
-// writer.go (the per-instance core), backend.go (the client, behind the
-// interfaces tests fake), completions.go (verdicts handed to the DoFn's
-// goroutine), publishers.go (the LRU), inflight.go (the caps), progress.go
-// (bounded waits and the drain), repair.go, routing.go (classification and
-// failure policy), validate.go (Pub/Sub's limits, checked before sending),
-// release.go (bounded publisher shutdown), metrics.go.
+// What a failed bundle means depends on the runner: Prism fails the job,
+// Dataflow retries the bundle and Flink restores from its last checkpoint.
+// A retried bundle publishes its messages again, so messages are
+// at-least-once.
 package sink

@@ -268,16 +268,6 @@ func (p *fakePub) setHold(hold bool) {
 	}
 }
 
-func (p *fakePub) heldCount() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for _, b := range p.held {
-		n += len(b)
-	}
-	return n
-}
-
 func (p *fakePub) resume(key string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -382,7 +372,13 @@ func (h *harness) emit(f dlq.FailedMessage) {
 	h.dead = append(h.dead, f)
 }
 
-func (h *harness) process(m model.Message) error { return h.w.process(h.ctx, m, h.emit) }
+// process and finish call the writer as writeFn does: each call, then the
+// dead letters it routed.
+func (h *harness) process(m model.Message) error {
+	err := h.w.process(h.ctx, m)
+	h.collect()
+	return err
+}
 
 func (h *harness) mustProcess(m model.Message) {
 	h.t.Helper()
@@ -391,7 +387,17 @@ func (h *harness) mustProcess(m model.Message) {
 	}
 }
 
-func (h *harness) finish() error { return h.w.finishBundle(h.ctx, h.emit) }
+func (h *harness) finish() error {
+	err := h.w.finishBundle(h.ctx)
+	h.collect()
+	return err
+}
+
+func (h *harness) collect() {
+	for _, f := range h.w.takeDeadLetters() {
+		h.emit(f)
+	}
+}
 
 func (h *harness) mustFinish() {
 	h.t.Helper()

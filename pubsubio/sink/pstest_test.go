@@ -101,7 +101,7 @@ func (f *fakeServer) harness(t *testing.T, cfg Config) *harness {
 		return be
 	})
 	t.Cleanup(func() {
-		if err := h.w.close(context.Background()); err != nil {
+		if err := h.w.shutdown(context.Background(), "teardown"); err != nil {
 			t.Logf("closing the writer: %v", err)
 		}
 	})
@@ -129,8 +129,8 @@ func TestPstestNotFoundCreatesTopicWithOptionsAndRepublishes(t *testing.T) {
 	if got := f.payloads(validTopic); !sameSet(got, want) {
 		t.Errorf("pstest holds %v, want each of %v once", got, want)
 	}
-	if n := creates.Load(); n != 1 || h.w.stats.topicsCreated != 1 {
-		t.Errorf("CreateTopic called %d times (counted %d), want one repair creating it", n, h.w.stats.topicsCreated)
+	if n := creates.Load(); n != 1 || h.w.stats.topicsCreated.Load() != 1 {
+		t.Errorf("CreateTopic called %d times (counted %d), want one repair creating it", n, h.w.stats.topicsCreated.Load())
 	}
 	got, err := f.admin.TopicAdminClient.GetTopic(context.Background(), &pubsubpb.GetTopicRequest{Topic: validTopic.String()})
 	if err != nil {
@@ -141,11 +141,11 @@ func TestPstestNotFoundCreatesTopicWithOptionsAndRepublishes(t *testing.T) {
 		!got.GetMessageStoragePolicy().GetEnforceInTransit() {
 		t.Errorf("created topic %v does not carry the create options %+v", got, opts)
 	}
-	if n := h.w.stats.errorClasses[codes.NotFound]; n < 1 || n > 4 {
+	if n := h.w.stats.byName.Load(errorClassName(codes.NotFound)); n < 1 || n > 4 {
 		t.Errorf("publish_errors_NOT_FOUND %d, want one per failed request (1 to 4), not one per message", n)
 	}
-	if h.w.stats.records != 20 {
-		t.Errorf("records_sent %d, want 20", h.w.stats.records)
+	if h.w.stats.records.Load() != 20 {
+		t.Errorf("records_sent %d, want 20", h.w.stats.records.Load())
 	}
 }
 
@@ -170,8 +170,8 @@ func TestPstestNotFoundThenAlreadyExists(t *testing.T) {
 	if got := f.payloads(validTopic); !sameSet(got, []string{"a", "b"}) {
 		t.Errorf("pstest holds %v", got)
 	}
-	if creates.Load() != 1 || h.w.stats.topicsCreated != 1 {
-		t.Errorf("CreateTopic calls %d, topics_created %d; want 1 and 1", creates.Load(), h.w.stats.topicsCreated)
+	if creates.Load() != 1 || h.w.stats.topicsCreated.Load() != 1 {
+		t.Errorf("CreateTopic calls %d, topics_created %d; want 1 and 1", creates.Load(), h.w.stats.topicsCreated.Load())
 	}
 }
 
@@ -254,9 +254,9 @@ func TestPstestIsolationRoutesExactlyTheBadMessage(t *testing.T) {
 		dl[0].Attempts != 2 || dl[0].Topic != validTopic {
 		t.Fatalf("dead letters %+v, want exactly the bad message, stage publish, INVALID_ARGUMENT, 2 attempts", dl)
 	}
-	if h.w.stats.errorClasses[codes.InvalidArgument] != 1 || h.w.stats.sendErrors != 1 || h.w.stats.records != 5 {
+	if h.w.stats.byName.Load(errorClassName(codes.InvalidArgument)) != 1 || h.w.stats.sendErrors.Load() != 1 || h.w.stats.records.Load() != 5 {
 		t.Errorf("INVALID_ARGUMENT %d, send_errors %d, records %d; want 1, 1, 5",
-			h.w.stats.errorClasses[codes.InvalidArgument], h.w.stats.sendErrors, h.w.stats.records)
+			h.w.stats.byName.Load(errorClassName(codes.InvalidArgument)), h.w.stats.sendErrors.Load(), h.w.stats.records.Load())
 	}
 	// one batch, then one request per message of it
 	if n := publishes.Load(); n != 7 {
@@ -290,8 +290,8 @@ func TestPstestOrderingCascadeDropResumesInOrder(t *testing.T) {
 	if got := f.payloads(validTopic, "j"); !reflect.DeepEqual(got, wantJ) {
 		t.Errorf("key j arrived as %v, want %v", got, wantJ)
 	}
-	if h.w.stats.dropped != 1 || h.w.stats.errorClasses[codes.InvalidArgument] != 1 {
-		t.Errorf("dropped %d, INVALID_ARGUMENT %d; want 1 and 1", h.w.stats.dropped, h.w.stats.errorClasses[codes.InvalidArgument])
+	if h.w.stats.dropped.Load() != 1 || h.w.stats.byName.Load(errorClassName(codes.InvalidArgument)) != 1 {
+		t.Errorf("dropped %d, INVALID_ARGUMENT %d; want 1 and 1", h.w.stats.dropped.Load(), h.w.stats.byName.Load(errorClassName(codes.InvalidArgument)))
 	}
 	if h.w.stats.cascaded == 0 {
 		t.Errorf("the client cancelled nothing behind the rejected message; the test did not exercise a cascade")
@@ -324,8 +324,8 @@ func TestPstestOrderingAcrossTopicCreation(t *testing.T) {
 			t.Errorf("key %s arrived as %v, want %v", k, got, w)
 		}
 	}
-	if h.w.stats.topicsCreated != 1 || h.w.stats.cascaded == 0 {
-		t.Errorf("topics_created %d, cascaded %d; want a repair with a cascade", h.w.stats.topicsCreated, h.w.stats.cascaded)
+	if h.w.stats.topicsCreated.Load() != 1 || h.w.stats.cascaded == 0 {
+		t.Errorf("topics_created %d, cascaded %d; want a repair with a cascade", h.w.stats.topicsCreated.Load(), h.w.stats.cascaded)
 	}
 }
 
@@ -340,8 +340,8 @@ func TestPstestUnavailableFailsTheBundleUnderDrop(t *testing.T) {
 	if err == nil || !(strings.Contains(err.Error(), "UNAVAILABLE") || strings.Contains(err.Error(), "DEADLINE_EXCEEDED")) {
 		t.Fatalf("FinishBundle returned %v, want the outage", err)
 	}
-	if h.w.stats.dropped != 0 || len(f.payloads(validTopic)) != 0 {
-		t.Errorf("the outage was dropped (%d) or published", h.w.stats.dropped)
+	if h.w.stats.dropped.Load() != 0 || len(f.payloads(validTopic)) != 0 {
+		t.Errorf("the outage was dropped (%d) or published", h.w.stats.dropped.Load())
 	}
 }
 

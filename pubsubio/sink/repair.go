@@ -9,7 +9,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/grpccode"
 )
 
 // repairAll repairs every destination with parked messages, least recently
@@ -22,7 +22,7 @@ func (w *writer) repairAll(ctx context.Context) error {
 			}
 		}
 	}
-	return w.err
+	return w.failure
 }
 
 // repair republishes d's parked messages until none is left, the bundle
@@ -43,17 +43,17 @@ func (w *writer) repairAll(ctx context.Context) error {
 // were admitted once, and pausing between them could reorder a key.
 func (w *writer) repair(ctx context.Context, d *dest) error {
 	created := false
-	routedBefore := w.stats.sendErrors
+	routedBefore := w.stats.sendErrors.Load()
 	for attempt := 1; ; attempt++ {
-		d.flushAsync()
-		if err := w.await(ctx, "draining "+d.topic.String()+" before republishing", func() bool { return d.inflight == 0 }); err != nil {
+		d.flush()
+		if err := w.waitFor(ctx, "draining "+d.topic.String()+" before republishing", func() bool { return d.inflight == 0 }); err != nil {
 			return err
 		}
 		if len(d.parked) == 0 {
 			break
 		}
 		if attempt > w.cfg.RecoveryMaxAttempts {
-			return w.setErr(w.exhausted(d, created, w.stats.sendErrors-routedBefore))
+			return w.fail(w.exhausted(d, created, w.stats.sendErrors.Load()-routedBefore))
 		}
 		if attempt > 1 {
 			if err := w.backoff(ctx, attempt-1); err != nil {
@@ -71,47 +71,47 @@ func (w *writer) repair(ctx context.Context, d *dest) error {
 		}
 		batch := d.parked
 		d.parked = nil
-		slices.SortFunc(batch, func(a, b *pending) int { return cmp.Compare(a.seq, b.seq) })
+		slices.SortFunc(batch, func(a, b *outbound) int { return cmp.Compare(a.seq, b.seq) })
 		// Resume the batch's keys, and any a routed message paused.
-		for _, p := range batch {
-			if k := p.msg.OrderingKey; k != "" {
+		for _, o := range batch {
+			if k := o.msg.OrderingKey; k != "" {
 				d.paused[k] = true
 			}
 		}
 		w.resumePaused(d)
-		for _, p := range batch {
-			if k := p.msg.OrderingKey; k != "" && d.paused[k] {
+		for _, o := range batch {
+			if k := o.msg.OrderingKey; k != "" && d.paused[k] {
 				d.pub.resume(k)
 				delete(d.paused, k)
 			}
-			if !p.isolate {
-				w.send(d, p, false)
+			if !o.isolate {
+				w.send(d, o, false)
 				continue
 			}
-			if err := w.publishAlone(ctx, d, p); err != nil {
+			if err := w.publishAlone(ctx, d, o); err != nil {
 				return err
 			}
 		}
 	}
 	w.resumePaused(d)
-	return w.err
+	return w.failure
 }
 
-// publishAlone republishes p in a request of its own and waits for its
-// verdict. Nothing else of d may be in flight, or the client could batch p
+// publishAlone republishes o in a request of its own and waits for its
+// verdict. Nothing else of d may be in flight, or the client could batch o
 // with it; the next message waits for the verdict, so a routed keyed
 // message's key is resumed before that key's next message.
-func (w *writer) publishAlone(ctx context.Context, d *dest, p *pending) error {
+func (w *writer) publishAlone(ctx context.Context, d *dest, o *outbound) error {
 	what := "waiting for the verdict on a message republished alone to " + d.topic.String()
 	if d.inflight > 0 {
-		d.flushAsync()
-		if err := w.await(ctx, what, func() bool { return d.inflight == 0 }); err != nil {
+		d.flush()
+		if err := w.waitFor(ctx, what, func() bool { return d.inflight == 0 }); err != nil {
 			return err
 		}
 	}
-	w.send(d, p, true)
-	d.flushAsync()
-	return w.await(ctx, what, func() bool { return d.inflight == 0 })
+	w.send(d, o, true)
+	d.flush()
+	return w.waitFor(ctx, what, func() bool { return d.inflight == 0 })
 }
 
 // createTopic creates d's topic with the TopicCreate options. ALREADY_EXISTS
@@ -120,14 +120,14 @@ func (w *writer) publishAlone(ctx context.Context, d *dest, p *pending) error {
 // distinct topics.
 func (w *writer) createTopic(ctx context.Context, d *dest) error {
 	err := w.be.createTopic(ctx, w.cfg.TopicCreate.topicProto(d.topic))
-	code, _ := dlq.CodeOf(err)
+	code, _ := grpccode.Of(err)
 	if err != nil && code != codes.AlreadyExists {
-		return w.setErr(fmt.Errorf("pubsubio.Write: %s does not exist (NOT_FOUND) and creating it failed: %w; create the topic, grant the job's account pubsub.topics.create (roles/pubsub.editor) on project %s, or set CreateDisposition %s to fail at once",
-			d.topic, err, d.topic.Project, CreateNever))
+		return w.fail(fmt.Errorf("pubsubio.Write: %s does not exist and creating it failed: create it, grant the job's account roles/pubsub.editor on project %s, or set CreateDisposition %s: %w",
+			d.topic, d.topic.Project, CreateNever, err))
 	}
-	w.stats.topicsCreated++
+	w.stats.topicsCreated.Add(1)
 	if err == nil {
-		w.infof(ctx, "pubsubio: created topic %s (with %s) after a publish found it missing", d.topic, w.cfg.TopicCreate.describe())
+		w.infof(ctx, "pubsubio.Write: created topic %s (with %s) after a publish found it missing", d.topic, w.cfg.TopicCreate.describe())
 	}
 	return nil
 }
@@ -143,7 +143,7 @@ func (w *writer) backoff(ctx context.Context, n int) error {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		return w.setErr(fmt.Errorf("pubsubio.Write: waiting to republish to a repaired topic: %w", ctx.Err()))
+		return w.fail(fmt.Errorf("pubsubio.Write: waiting to republish to a repaired topic: %w", ctx.Err()))
 	}
 }
 
@@ -169,6 +169,6 @@ func (w *writer) exhausted(d *dest, created bool, routed int64) error {
 	if created {
 		what = "kept failing after the topic was created"
 	}
-	return fmt.Errorf("pubsubio.Write: %d parked messages to %s could not be republished within RecoveryMaxAttempts %d: the republish %s (%d messages were handed to the failure policy during the repair); the bundle fails (a runner that retries bundles publishes them again; Prism fails the job). Last failure: %v",
-		len(d.parked), d.topic, w.cfg.RecoveryMaxAttempts, what, routed, d.lastErr)
+	return fmt.Errorf("pubsubio.Write: %d parked messages to %s %s within RecoveryMaxAttempts %d (%d routed by the failure policy meanwhile); last failure: %v",
+		len(d.parked), d.topic, what, w.cfg.RecoveryMaxAttempts, routed, d.lastErr)
 }

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -21,6 +21,10 @@ import (
 // messageSize is m's serialized size as the client counts it; the in-flight
 // byte cap counts this.
 func messageSize(m model.Message) int { return model.SerializedSize(m) }
+
+// maxQuoted bounds how much of a key (an attribute's, an ordering key)
+// errors and logs quote.
+const maxQuoted = 64
 
 // maxMessageSize is the largest message the client sends to topic. With
 // ordering, the client's rejection of a bigger one would also pause the
@@ -47,7 +51,7 @@ func checkLimits(topic model.Topic, m model.Message, size int) error {
 	slices.Sort(keys) // a stable message for a stable input
 	for _, k := range keys {
 		v := m.Attributes[k]
-		q := fmt.Sprintf("%q", dlq.Truncate(k, 64))
+		q := fmt.Sprintf("%q", text.Truncate(k, maxQuoted))
 		switch {
 		case !utf8.ValidString(k):
 			why = append(why, fmt.Sprintf("attribute key %s is not valid UTF-8", q))

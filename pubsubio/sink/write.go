@@ -5,9 +5,18 @@ import (
 	"reflect"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
+
+func init() {
+	register.Function1x1(bytesToMessage)
+	register.Function1x1(stringToMessage)
+	register.Function2x0(forwardDeadLetter)
+}
 
 var messageType = reflect.TypeOf(model.Message{})
 
@@ -29,11 +38,9 @@ func TryWrite(s beam.Scope, cfg Config, msgs beam.PCollection) (beam.PCollection
 	if err != nil {
 		return beam.PCollection{}, err
 	}
-	if !msgs.IsValid() {
-		return beam.PCollection{}, fmt.Errorf("pubsubio.Write: the input PCollection is not valid")
-	}
-	if t := msgs.Type().Type(); t != messageType {
-		return beam.PCollection{}, fmt.Errorf("pubsubio.Write: the input is a PCollection<%v>, not PCollection<pubsubio.Message>; convert it with MessagesFromBytes or MessagesFromStrings, or a ParDo of your own", t)
+	if err := construct.CheckInput("pubsubio.Write", msgs, messageType, "pubsubio.Message",
+		"convert it with MessagesFromBytes or MessagesFromStrings, or a ParDo of your own"); err != nil {
+		return beam.PCollection{}, err
 	}
 	s = s.Scope("pubsubio.Write")
 	out, err := beam.TryParDo(s, &writeFn{Cfg: cfg}, msgs)
@@ -41,4 +48,36 @@ func TryWrite(s beam.Scope, cfg Config, msgs beam.PCollection) (beam.PCollection
 		return beam.PCollection{}, fmt.Errorf("pubsubio.Write: %w", err)
 	}
 	return deadLetterOutput(s, out[0]), nil
+}
+
+// deadLetterOutput is what Write returns: the writer's dead letters behind
+// a Reshuffle and a pass-through the runner cannot elide, so the writer's
+// stage always has an output that crosses a stage boundary, whether or not
+// the pipeline consumes the dead letters.
+//
+// The reason is Prism (Beam 2.77): a stage with no outputs waits for its
+// bundle in a busy loop, burning a core for as long as the bundle runs
+// (README, Known limits), and the writer's bundles last as long as Pub/Sub
+// takes to confirm them. An unconsumed Reshuffle alone does not help: Prism
+// drops it. On other runners the extra step carries nothing unless
+// messages are routed, and it gives routed messages their own commit point.
+func deadLetterOutput(s beam.Scope, deadLetters beam.PCollection) beam.PCollection {
+	return beam.ParDo(s, forwardDeadLetter, beam.Reshuffle(s, deadLetters))
+}
+
+func forwardDeadLetter(m dlq.FailedMessage, emit func(dlq.FailedMessage)) { emit(m) }
+
+func bytesToMessage(b []byte) model.Message  { return model.Message{Data: b} }
+func stringToMessage(s string) model.Message { return model.Message{Data: []byte(s)} }
+
+// FromBytes turns a PCollection<[]byte> into a PCollection<model.Message>
+// with each element as the payload, for the default topic.
+func FromBytes(s beam.Scope, col beam.PCollection) beam.PCollection {
+	return beam.ParDo(s.Scope("pubsubio.MessagesFromBytes"), bytesToMessage, col)
+}
+
+// FromStrings turns a PCollection<string> into a PCollection<model.Message>
+// with each element, UTF-8 encoded, as the payload, for the default topic.
+func FromStrings(s beam.Scope, col beam.PCollection) beam.PCollection {
+	return beam.ParDo(s.Scope("pubsubio.MessagesFromStrings"), stringToMessage, col)
 }

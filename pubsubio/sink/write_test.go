@@ -43,8 +43,8 @@ func TestUnboundedConsecutiveRejections(t *testing.T) {
 		h.mustProcess(model.Message{}) // empty: rejected before sending
 	}
 	h.mustFinish()
-	if h.w.stats.dropped != 300 {
-		t.Errorf("dropped %d, want 300", h.w.stats.dropped)
+	if h.w.stats.dropped.Load() != 300 {
+		t.Errorf("dropped %d, want 300", h.w.stats.dropped.Load())
 	}
 }
 
@@ -55,17 +55,17 @@ func TestPerDestinationMetricsOnlyWhenAsked(t *testing.T) {
 		h.mustProcess(msg("de", topicN(1)))
 		h.mustProcess(msg("f", topicN(1)))
 		h.mustFinish()
+		records := func(i int) int64 { return h.w.stats.byName.Load("records_sent." + topicN(i).String()) }
+		bytes := func(i int) int64 { return h.w.stats.byName.Load("bytes_sent." + topicN(i).String()) }
 		if !on {
-			if h.w.stats.perDest != nil {
-				t.Errorf("per-destination counts kept while PerDestinationMetrics is off: %v", h.w.stats.perDest)
+			if records(0)+records(1)+bytes(0)+bytes(1) != 0 {
+				t.Errorf("per-destination counts kept while PerDestinationMetrics is off")
 			}
 			continue
 		}
-		if c := h.w.stats.perDest[topicN(1)]; c == nil || *c != [2]int64{2, 3} {
-			t.Errorf("%s: %v, want 2 records, 3 bytes", topicN(1), c)
-		}
-		if c := h.w.stats.flushed.perDest[topicN(0)]; c != [2]int64{1, 3} {
-			t.Errorf("%s flushed %v, want 1 record, 3 bytes", topicN(0), c)
+		if records(1) != 2 || bytes(1) != 3 || records(0) != 1 || bytes(0) != 3 {
+			t.Errorf("per destination: %d records, %d bytes to %s and %d, %d to %s; want 2, 3 and 1, 3",
+				records(1), bytes(1), topicN(1), records(0), bytes(0), topicN(0))
 		}
 	}
 }

@@ -20,8 +20,7 @@ func init() {
 // writeFn is the writer DoFn. Its exported field is the configuration Beam
 // serializes into the graph; the writer is per-instance runtime state built
 // in Setup. A bundle returns only when every message it accepted is
-// confirmed, routed by the failure policy, or the bundle fails, which makes
-// the runner retry it: at-least-once.
+// confirmed, routed by the failure policy, or the bundle fails.
 type writeFn struct {
 	Cfg Config
 
@@ -41,8 +40,8 @@ func (fn *writeFn) Setup(ctx context.Context) error {
 
 // StartBundle declares the dead-letter emitter because Beam requires the
 // bundle methods of a DoFn with emitters to declare the same ones. After a
-// failed bundle the writer was released (see failed), so an instance used
-// again starts on a new client.
+// failed bundle the writer was released (releaseAfterFailure), so an
+// instance used again starts on a new client.
 func (fn *writeFn) StartBundle(ctx context.Context, _ deadLetterFn) error {
 	if fn.w == nil {
 		if err := fn.Setup(ctx); err != nil {
@@ -57,14 +56,18 @@ func (fn *writeFn) ProcessElement(ctx context.Context, m model.Message, emit dea
 	if fn.w == nil {
 		return errReleased
 	}
-	return fn.failed(ctx, fn.w.process(ctx, m, emit))
+	err := fn.w.process(ctx, m)
+	fn.emitDeadLetters(emit)
+	return fn.releaseAfterFailure(ctx, err)
 }
 
 func (fn *writeFn) FinishBundle(ctx context.Context, emit deadLetterFn) error {
 	if fn.w == nil {
 		return errReleased
 	}
-	return fn.failed(ctx, fn.w.finishBundle(ctx, emit))
+	err := fn.w.finishBundle(ctx)
+	fn.emitDeadLetters(emit)
+	return fn.releaseAfterFailure(ctx, err)
 }
 
 // Teardown releases every publisher (bounded by ShutdownTimeout) and the
@@ -75,23 +78,26 @@ func (fn *writeFn) Teardown(ctx context.Context) error {
 	}
 	w := fn.w
 	fn.w = nil
-	return w.close(ctx)
+	return w.shutdown(ctx, "teardown")
+}
+
+func (fn *writeFn) emitDeadLetters(emit deadLetterFn) {
+	for _, f := range fn.w.takeDeadLetters() {
+		emit(f)
+	}
 }
 
 var errReleased = errors.New("pubsubio.Write: the writer was released after its bundle failed and no StartBundle followed; this is a bug in the runner or in pubsubio")
 
-// failed releases the writer when a bundle fails, and returns err.
+// releaseAfterFailure releases the writer when a bundle fails, and returns
+// err.
 //
 // Beam Go's harness never reuses the execution plan of a failed bundle and
-// never tears it down either: ProcessBundle returns a failed plan neither to
-// its cache nor through Plan.Down (harness.go; only the deprecated direct
-// runner calls Down), so Teardown never runs for this instance. Without
-// this, every failed bundle (an outage the runner retries for hours) would
-// leave a client connection, its publishers and whatever they hold behind.
-// The release is Teardown's (bounded by ShutdownTimeout, then the
-// connection is closed) and runs in the background, so the failure reaches
-// the runner at once; the writer is not touched again here.
-func (fn *writeFn) failed(ctx context.Context, err error) error {
+// never tears it down either: Teardown never runs for this instance.
+// Without this, every failed bundle would leave a client connection, its
+// publishers and whatever they hold behind. The release is Teardown's and
+// runs in the background, so the failure reaches the runner at once.
+func (fn *writeFn) releaseAfterFailure(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}

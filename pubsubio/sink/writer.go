@@ -6,20 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/publishing"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
 // writer is the runtime state of one writeFn instance. Every method runs on
 // the DoFn's goroutine, one bundle at a time; the only state other
 // goroutines touch is the completion queue (completions.go) and a
-// destination's flush bookkeeping (flushAsync).
+// destination's flusher.
 type writer struct {
 	cfg Config
 	be  backend
@@ -41,16 +42,17 @@ type writer struct {
 
 	done completions
 
-	err    error // the first failure of this bundle: returned by every call until reset
-	failed bool  // a call returned an error: the next bundle starts afresh
+	// failure is the bundle's failure: once set, every call of the bundle
+	// returns it, and the next bundle starts afresh (startBundle).
+	failure error
 
 	rejections    int   // consecutive rejections (routed messages) with no success between
 	lastRejection error // the latest of them
 	roots         rootRing
 
-	// The current DoFn call's context and dead-letter emitter.
-	ctx  context.Context
-	emit func(dlq.FailedMessage)
+	// deadLetters are what the failure policy routed since the DoFn last
+	// took them (takeDeadLetters), to emit.
+	deadLetters []dlq.FailedMessage
 
 	stats stats
 }
@@ -59,22 +61,18 @@ type writer struct {
 type dest struct {
 	topic    model.Topic
 	pub      publisher
+	flusher  publishing.Flusher
 	elem     *list.Element
 	lastUsed time.Time
 
-	inflight int        // this epoch's unresolved publishes to the topic
-	parked   []*pending // failed publishes waiting for repair
-	notFound bool       // a parked publish saw NOT_FOUND: the repair creates the topic
-	lastErr  error      // the latest root failure of a parked publish
+	inflight int         // this epoch's unresolved publishes to the topic
+	parked   []*outbound // failed publishes waiting for repair
+	notFound bool        // a parked publish saw NOT_FOUND: the repair creates the topic
+	lastErr  error       // the latest root failure of a parked publish
 	// paused holds ordering keys the client paused after a message the
 	// failure policy routed: nothing of the key is parked behind it, so the
 	// next repair or drain resumes it.
 	paused map[string]bool
-
-	flushMu      sync.Mutex
-	flushRunning bool
-	flushAgain   bool
-	flushes      sync.WaitGroup // the running flush goroutine; release waits for it
 }
 
 // clean reports whether d holds nothing: releasing it can lose nothing.
@@ -82,8 +80,11 @@ func (d *dest) clean() bool {
 	return d.inflight == 0 && len(d.parked) == 0 && len(d.paused) == 0
 }
 
-// pending is one accepted message, from admission to its verdict.
-type pending struct {
+// flush sends what d's publisher batches, without blocking.
+func (d *dest) flush() { d.flusher.Flush(d.pub.flush) }
+
+// outbound is one accepted message, from admission to its verdict.
+type outbound struct {
 	seq      uint64
 	epoch    uint64
 	dest     *dest
@@ -96,7 +97,7 @@ type pending struct {
 	solo    bool // this attempt was published alone
 
 	res result
-	err error // set by the completion goroutine before it queues p
+	err error // set by the completion goroutine before it queues o
 }
 
 func newWriter(cfg Config, be backend) *writer {
@@ -110,17 +111,16 @@ func newWriter(cfg Config, be backend) *writer {
 		dests: map[model.Topic]*dest{},
 		lru:   list.New(),
 		done:  newCompletions(),
-		ctx:   context.Background(),
-		emit:  func(dlq.FailedMessage) {},
+		stats: newStats(),
 	}
 }
 
 // startBundle begins a bundle. After a failed one, whatever that bundle
-// left (in-flight verdicts, parked messages, the captured error) belongs to
+// left (in-flight verdicts, parked messages, the failure) belongs to
 // elements the runner will retry, so it is set aside: late verdicts of the
 // old epoch are ignored rather than routed or failing this bundle.
 func (w *writer) startBundle() {
-	if !w.failed {
+	if w.failure == nil {
 		return
 	}
 	w.epoch++
@@ -132,24 +132,26 @@ func (w *writer) startBundle() {
 		d.lastErr = nil
 		w.resumePaused(d)
 	}
-	w.err, w.failed = nil, false
+	w.failure = nil
 	w.rejections, w.lastRejection = 0, nil
+	w.deadLetters = w.deadLetters[:0]
 }
 
 // process publishes one message: it returns once the message is accepted by
 // a publisher (or routed by the failure policy), blocking at the in-flight
 // caps and while repairs run.
-func (w *writer) process(ctx context.Context, m model.Message, emit func(dlq.FailedMessage)) error {
-	w.ctx, w.emit = ctx, emit
+func (w *writer) process(ctx context.Context, m model.Message) error {
 	err := w.processOne(ctx, m)
-	w.stats.maybeFlush(ctx, w)
-	return w.returned(err)
+	if w.stats.throttle.Due(w.now()) {
+		w.stats.report(ctx, w)
+	}
+	return err
 }
 
 func (w *writer) processOne(ctx context.Context, m model.Message) error {
-	w.poll()
-	if w.err != nil {
-		return w.err
+	w.poll(ctx)
+	if w.failure != nil {
+		return w.failure
 	}
 	if err := w.repairAll(ctx); err != nil {
 		return err
@@ -159,15 +161,16 @@ func (w *writer) processOne(ctx context.Context, m model.Message) error {
 		topic = w.cfg.Topic
 	}
 	if topic.IsZero() {
-		return w.setErr(errors.New("pubsubio.Write: a message has no Topic and WriteConfig.Topic is unset; set a default Topic or set Message.Topic on every message"))
+		return w.fail(errors.New("pubsubio.Write: a message has no Topic and WriteConfig.Topic is unset; set one of them"))
 	}
 	if m.OrderingKey != "" && !w.cfg.Publisher.EnableMessageOrdering {
-		return w.setErr(fmt.Errorf("pubsubio.Write: a message to %s has ordering key %q but Publisher.EnableMessageOrdering is false; enable it or clear Message.OrderingKey", topic, m.OrderingKey))
+		return w.fail(fmt.Errorf("pubsubio.Write: a message to %s has ordering key %q but Publisher.EnableMessageOrdering is false; enable it or clear Message.OrderingKey",
+			topic, text.Truncate(m.OrderingKey, maxQuoted)))
 	}
 	size := messageSize(m)
 	if err := checkLimits(topic, m, size); err != nil {
 		w.route(ctx, topic, m, dlq.StageValidate, err, 0)
-		return w.err
+		return w.failure
 	}
 	d, err := w.destination(ctx, topic)
 	if err != nil {
@@ -177,26 +180,29 @@ func (w *writer) processOne(ctx context.Context, m model.Message) error {
 		return err
 	}
 	w.seq++
-	w.send(d, &pending{seq: w.seq, msg: m, size: int64(size)}, false)
+	w.send(d, &outbound{seq: w.seq, msg: m, size: int64(size)}, false)
 	return nil
 }
 
 // finishBundle returns once every message the bundle accepted is confirmed
 // by Pub/Sub or routed by the failure policy, and then releases idle
 // publishers.
-func (w *writer) finishBundle(ctx context.Context, emit func(dlq.FailedMessage)) error {
-	w.ctx, w.emit = ctx, emit
-	err := w.settle(ctx, "flushing at the end of the bundle")
+func (w *writer) finishBundle(ctx context.Context) error {
+	err := w.drainAll(ctx, "flushing at the end of the bundle")
 	if err == nil {
 		w.evictIdle(ctx)
 	}
-	w.stats.flush(ctx, w)
-	return w.returned(err)
+	w.stats.report(ctx, w)
+	return err
 }
 
-// close releases every publisher and the connection (Teardown).
-func (w *writer) close(ctx context.Context) error {
-	return w.shutdown(ctx, "teardown")
+// takeDeadLetters returns what the failure policy routed since the last
+// call, for the DoFn to emit. The slice is valid until the next call of the
+// writer.
+func (w *writer) takeDeadLetters() []dlq.FailedMessage {
+	out := w.deadLetters
+	w.deadLetters = w.deadLetters[:0]
+	return out
 }
 
 // shutdown releases every publisher and the connection; why names the
@@ -210,36 +216,29 @@ func (w *writer) shutdown(ctx context.Context, why string) error {
 	return w.be.close()
 }
 
-// send hands p to its destination's publisher. alone marks a publish the
+// send hands o to its destination's publisher. alone marks a publish the
 // caller will flush and wait for before sending anything else to d.
-func (w *writer) send(d *dest, p *pending, alone bool) {
-	p.epoch, p.dest, p.solo = w.epoch, d, alone
-	p.attempts++
+func (w *writer) send(d *dest, o *outbound, alone bool) {
+	o.epoch, o.dest, o.solo = w.epoch, d, alone
+	o.attempts++
 	// A fresh client message per attempt: the client owns what it is given
-	// (with tracing on it adds attributes), and m is what dead letters show.
-	p.res = d.pub.publish(&pubsub.Message{Data: p.msg.Data, Attributes: p.msg.Attributes, OrderingKey: p.msg.OrderingKey})
-	p.err = nil
+	// (with tracing on it adds attributes), and o.msg is what dead letters
+	// show.
+	o.res = d.pub.publish(&pubsub.Message{Data: o.msg.Data, Attributes: o.msg.Attributes, OrderingKey: o.msg.OrderingKey})
+	o.err = nil
 	d.inflight++
 	w.inflightMsgs++
-	w.inflightBytes += p.size
-	w.done.watch(p)
+	w.inflightBytes += o.size
+	w.done.watch(o)
 }
 
-// setErr records err as the bundle's failure unless one is recorded, and
+// fail records err as the bundle's failure unless one is recorded, and
 // returns the recorded one.
-func (w *writer) setErr(err error) error {
-	if w.err == nil {
-		w.err = err
+func (w *writer) fail(err error) error {
+	if w.failure == nil {
+		w.failure = err
 	}
-	return w.err
-}
-
-// returned marks the writer failed when a DoFn call returns an error.
-func (w *writer) returned(err error) error {
-	if err != nil {
-		w.failed = true
-	}
-	return err
+	return w.failure
 }
 
 // resumePaused resumes the ordering keys of d that a routed message paused.

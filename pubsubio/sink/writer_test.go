@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/grpccode"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -36,8 +37,8 @@ func TestFanOutToPerTopicPublishersAndReuse(t *testing.T) {
 	if got := h.be.delivered(validTopic); !reflect.DeepEqual(got, []string{"default"}) {
 		t.Errorf("default topic: delivered %v", got)
 	}
-	if h.w.stats.records != 31 || h.w.inflightMsgs != 0 || h.w.inflightBytes != 0 {
-		t.Errorf("records %d, in flight %d/%d bytes; want 31, 0, 0", h.w.stats.records, h.w.inflightMsgs, h.w.inflightBytes)
+	if h.w.stats.records.Load() != 31 || h.w.inflightMsgs != 0 || h.w.inflightBytes != 0 {
+		t.Errorf("records %d, in flight %d/%d bytes; want 31, 0, 0", h.w.stats.records.Load(), h.w.inflightMsgs, h.w.inflightBytes)
 	}
 
 	h.w.startBundle()
@@ -60,7 +61,7 @@ func TestCapacityEvictsCleanPublisherFirst(t *testing.T) {
 	be.hold = false
 	be.mu.Unlock()
 	h.mustProcess(msg("b", b)) // confirmed at once
-	if err := h.w.await(h.ctx, "test", func() bool { return h.w.dests[b].inflight == 0 }); err != nil {
+	if err := h.w.waitFor(h.ctx, "test", func() bool { return h.w.dests[b].inflight == 0 }); err != nil {
 		t.Fatal(err)
 	}
 	h.mustProcess(msg("c", c))
@@ -177,8 +178,8 @@ func TestFinishBundleFlushesAndDrainsEverything(t *testing.T) {
 			t.Fatalf("round %d: FinishBundle returned with %d messages / %d bytes in flight", round, h.w.inflightMsgs, h.w.inflightBytes)
 		}
 	}
-	if n := len(h.be.delivered(topicN(0))) + len(h.be.delivered(topicN(1))); n != 150 || h.w.stats.records != 150 {
-		t.Errorf("delivered %d, counted %d; want 150", n, h.w.stats.records)
+	if n := len(h.be.delivered(topicN(0))) + len(h.be.delivered(topicN(1))); n != 150 || h.w.stats.records.Load() != 150 {
+		t.Errorf("delivered %d, counted %d; want 150", n, h.w.stats.records.Load())
 	}
 }
 
@@ -197,7 +198,7 @@ func TestAsyncErrorSurfacesInNextProcessElement(t *testing.T) {
 		t.Fatal("the verdict never reached the writer")
 	}
 	err := h.process(msg("b"))
-	if err == nil || !strings.Contains(err.Error(), "UNAVAILABLE") || !strings.Contains(err.Error(), "runner that retries bundles") {
+	if err == nil || !strings.Contains(err.Error(), "UNAVAILABLE") {
 		t.Fatalf("next ProcessElement returned %v, want the captured UNAVAILABLE", err)
 	}
 }
@@ -212,7 +213,7 @@ func TestAsyncErrorSurfacesInFinishBundle(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "UNAVAILABLE") {
 		t.Fatalf("FinishBundle returned %v, want UNAVAILABLE", err)
 	}
-	if n := h.w.stats.errorClasses[codes.Unavailable]; n != 1 {
+	if n := h.w.stats.byName.Load(errorClassName(codes.Unavailable)); n != 1 {
 		t.Errorf("publish_errors_UNAVAILABLE = %d, want 1 (one failed batch of two messages)", n)
 	}
 }
@@ -250,8 +251,8 @@ func TestMessageCapBlocksUntilACompletion(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.mustFinish()
-	if h.w.stats.records != 4 {
-		t.Errorf("records %d, want 4", h.w.stats.records)
+	if h.w.stats.records.Load() != 4 {
+		t.Errorf("records %d, want 4", h.w.stats.records.Load())
 	}
 }
 
@@ -307,8 +308,8 @@ func TestZeroBytePayloadCountsInFlight(t *testing.T) {
 	if err := within(t, done, "FinishBundle"); err != nil {
 		t.Fatal(err)
 	}
-	if h.w.stats.records != 1 || h.w.stats.bytes != 0 {
-		t.Errorf("records %d bytes %d, want 1 and 0", h.w.stats.records, h.w.stats.bytes)
+	if h.w.stats.records.Load() != 1 || h.w.stats.bytes.Load() != 0 {
+		t.Errorf("records %d bytes %d, want 1 and 0", h.w.stats.records.Load(), h.w.stats.bytes.Load())
 	}
 }
 
@@ -339,7 +340,7 @@ func (h *harness) releaseObserved(p *fakePub, i int) {
 	case <-time.After(10 * time.Second):
 		h.t.Fatal("the verdict never reached the writer")
 	}
-	h.w.poll()
+	h.w.poll(h.ctx)
 }
 
 // Parked messages are republished in publish order, however their failures
@@ -366,11 +367,11 @@ func TestRepairRepublishesInPublishOrderNotFailureOrder(t *testing.T) {
 	if got := be.delivered(validTopic); !reflect.DeepEqual(got, []string{"0", "1", "2", "3", "4"}) {
 		t.Errorf("republished %v, want publish order", got)
 	}
-	if len(be.created) != 1 || h.w.stats.topicsCreated != 1 {
-		t.Errorf("created %d topics (counted %d), want one creation", len(be.created), h.w.stats.topicsCreated)
+	if len(be.created) != 1 || h.w.stats.topicsCreated.Load() != 1 {
+		t.Errorf("created %d topics (counted %d), want one creation", len(be.created), h.w.stats.topicsCreated.Load())
 	}
-	if h.w.stats.records != 5 {
-		t.Errorf("records_sent %d, want 5: a republished message counts once", h.w.stats.records)
+	if h.w.stats.records.Load() != 5 {
+		t.Errorf("records_sent %d, want 5: a republished message counts once", h.w.stats.records.Load())
 	}
 }
 
@@ -407,8 +408,8 @@ func TestOrderingCascadeParkResumeRepublishInOrder(t *testing.T) {
 	if got := be.delivered(validTopic); !reflect.DeepEqual(got, []string{"1", "2", "3", "4"}) {
 		t.Errorf("delivered %v, want the key's survivors in order", got)
 	}
-	if h.w.stats.dropped != 1 || h.w.stats.errorClasses[codes.InvalidArgument] != 1 {
-		t.Errorf("dropped %d, INVALID_ARGUMENT errors %d; want 1 and 1", h.w.stats.dropped, h.w.stats.errorClasses[codes.InvalidArgument])
+	if h.w.stats.dropped.Load() != 1 || h.w.stats.byName.Load(errorClassName(codes.InvalidArgument)) != 1 {
+		t.Errorf("dropped %d, INVALID_ARGUMENT errors %d; want 1 and 1", h.w.stats.dropped.Load(), h.w.stats.byName.Load(errorClassName(codes.InvalidArgument)))
 	}
 	p.mu.Lock()
 	paused := p.paused["k"]
@@ -440,8 +441,8 @@ func TestMaxConsecutiveRejectionsFailsTheBundle(t *testing.T) {
 			t.Fatalf("FinishBundle error %v does not mention %q", err, want)
 		}
 	}
-	if h.w.stats.dropped != 3 {
-		t.Errorf("dropped %d, want the 3 rejections up to and including the tripping one", h.w.stats.dropped)
+	if h.w.stats.dropped.Load() != 3 {
+		t.Errorf("dropped %d, want the 3 rejections up to and including the tripping one", h.w.stats.dropped.Load())
 	}
 }
 
@@ -451,7 +452,7 @@ func TestSuccessResetsConsecutiveRejections(t *testing.T) {
 	h := newHarness(t, Config{FailurePolicy: PolicyDrop, MaxConsecutiveRejections: 3}, nil)
 	bad := model.Message{Data: []byte("x"), Attributes: map[string]string{"goog-reserved": "1"}}
 	confirmed := func() {
-		if err := h.w.await(h.ctx, "test", func() bool { return h.w.inflightMsgs == 0 }); err != nil {
+		if err := h.w.waitFor(h.ctx, "test", func() bool { return h.w.inflightMsgs == 0 }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -461,8 +462,8 @@ func TestSuccessResetsConsecutiveRejections(t *testing.T) {
 		confirmed()
 	}
 	h.mustFinish()
-	if h.w.stats.dropped != 6 || h.w.rejections != 2 {
-		t.Errorf("dropped %d with %d consecutive at the end; want 6 and 2", h.w.stats.dropped, h.w.rejections)
+	if h.w.stats.dropped.Load() != 6 || h.w.rejections != 2 {
+		t.Errorf("dropped %d with %d consecutive at the end; want 6 and 2", h.w.stats.dropped.Load(), h.w.rejections)
 	}
 	if err := h.process(bad); err == nil || !strings.Contains(err.Error(), "MaxConsecutiveRejections 3") {
 		t.Errorf("a third consecutive rejection returned %v", err)
@@ -485,8 +486,8 @@ func TestFailurePolicies(t *testing.T) {
 		h.mustProcess(bad)
 		h.mustProcess(msg("good"))
 		h.mustFinish()
-		if h.w.stats.dropped != 1 || h.w.stats.sendErrors != 1 || len(h.deadLetters()) != 0 {
-			t.Errorf("dropped %d, send errors %d, dead letters %d", h.w.stats.dropped, h.w.stats.sendErrors, len(h.deadLetters()))
+		if h.w.stats.dropped.Load() != 1 || h.w.stats.sendErrors.Load() != 1 || len(h.deadLetters()) != 0 {
+			t.Errorf("dropped %d, send errors %d, dead letters %d", h.w.stats.dropped.Load(), h.w.stats.sendErrors.Load(), len(h.deadLetters()))
 		}
 		w := h.warnings()
 		if len(w) != 1 || !strings.Contains(w[0], "dropping a message to "+validTopic.String()) || !strings.Contains(w[0], "InvalidArgument") {
@@ -522,10 +523,10 @@ func TestOutageIsNeverRouted(t *testing.T) {
 				h := newHarness(t, Config{FailurePolicy: policy}, be)
 				h.mustProcess(msg("a"))
 				err := h.finish()
-				if err == nil || !strings.Contains(err.Error(), dlq.CodeName(code)) {
-					t.Fatalf("FinishBundle returned %v, want a failure naming %s", err, dlq.CodeName(code))
+				if err == nil || !strings.Contains(err.Error(), grpccode.Name(code)) {
+					t.Fatalf("FinishBundle returned %v, want a failure naming %s", err, grpccode.Name(code))
 				}
-				if h.w.stats.sendErrors != 0 || len(h.deadLetters()) != 0 {
+				if h.w.stats.sendErrors.Load() != 0 || len(h.deadLetters()) != 0 {
 					t.Errorf("an outage reached the failure policy")
 				}
 			})
@@ -546,7 +547,7 @@ func TestReleaseBoundedWhenStopNeverReturns(t *testing.T) {
 	h.mustFinish()
 	before := shutdownsAbandoned.Load()
 	start := time.Now()
-	if err := h.w.close(h.ctx); err != nil {
+	if err := h.w.shutdown(h.ctx, "teardown"); err != nil {
 		t.Fatal(err)
 	}
 	took := time.Since(start)
@@ -665,8 +666,8 @@ func TestTopicCreationOutcomes(t *testing.T) {
 		h := newHarness(t, Config{}, be)
 		h.mustProcess(msg("a"))
 		h.mustFinish()
-		if got := be.delivered(validTopic); !reflect.DeepEqual(got, []string{"a"}) || h.w.stats.topicsCreated != 1 {
-			t.Errorf("delivered %v, topics_created %d", got, h.w.stats.topicsCreated)
+		if got := be.delivered(validTopic); !reflect.DeepEqual(got, []string{"a"}) || h.w.stats.topicsCreated.Load() != 1 {
+			t.Errorf("delivered %v, topics_created %d", got, h.w.stats.topicsCreated.Load())
 		}
 	})
 	t.Run("creation refused", func(t *testing.T) {
@@ -711,8 +712,8 @@ func TestFailedBundleLeavesNothingBehind(t *testing.T) {
 	}
 	be.setVerdict(func(model.Topic, []*pubsub.Message) error { return status.Error(codes.Unavailable, "late") })
 	h.w.startBundle()
-	if h.w.inflightMsgs != 0 || h.w.err != nil {
-		t.Fatalf("the new bundle starts with %d in flight and error %v", h.w.inflightMsgs, h.w.err)
+	if h.w.inflightMsgs != 0 || h.w.failure != nil {
+		t.Fatalf("the new bundle starts with %d in flight and error %v", h.w.inflightMsgs, h.w.failure)
 	}
 	be.publishers(validTopic)[0].release(-1) // the old bundle's verdict arrives late
 	be.mu.Lock()
@@ -753,13 +754,13 @@ func TestOutageErrorSaysWhatToDo(t *testing.T) {
 		codes.ResourceExhausted: {"quota", "MaxInFlightMessages", "MaxInFlightBytes"},
 		codes.Unavailable:       {"Publisher.Timeout 1m0s"},
 	} {
-		t.Run(dlq.CodeName(code), func(t *testing.T) {
+		t.Run(grpccode.Name(code), func(t *testing.T) {
 			be := newFakeBackend(100)
 			be.verdict = func(model.Topic, []*pubsub.Message) error { return status.Error(code, "outage") }
 			h := newHarness(t, Config{}, be)
 			h.mustProcess(msg("a"))
 			err := h.finish()
-			for _, w := range append(want, dlq.CodeName(code), "runner that retries bundles") {
+			for _, w := range append(want, grpccode.Name(code)) {
 				if err == nil || !strings.Contains(err.Error(), w) {
 					t.Fatalf("error %v does not mention %q", err, w)
 				}

@@ -2,22 +2,53 @@ package source
 
 import (
 	"reflect"
+	"strings"
 	"sync"
 
 	"cloud.google.com/go/pubsub/v2"
 )
 
-// ackIDOf returns the ack ID of a message received by the client, or "" if
-// it cannot be read. The client keeps the ack ID unexported, but a residual
-// that resumes in another worker process can ack only with the Acknowledge
-// RPC, which needs it. The field path (Message.ackh -> *psAckHandler.ackID)
-// is pinned by a test against a real server, so a client upgrade that moves
-// it fails loudly; at runtime a missing ID only disables cross-process acks
-// for that message (it is redelivered instead: at-least-once holds).
-//
-// It runs once per message: the field lookups by name are done once per
-// type and kept (reflect's FieldByName walks the struct every call).
-func ackIDOf(m *pubsub.Message) string {
+// ackID is what a delivery is acked by: the ack ID Pub/Sub gave it, or,
+// when the client's could not be read (clientAckID), a stand-in that only
+// the held message can ack, in process.
+type ackID string
+
+// standInPrefix starts every stand-in ack ID; Pub/Sub's never contain ':'.
+const standInPrefix = "message:"
+
+// ackIDOf returns the ack ID of m, a message the client received.
+func ackIDOf(m *pubsub.Message) ackID {
+	if id := clientAckID(m); id != "" {
+		return ackID(id)
+	}
+	return ackID(standInPrefix + m.ID)
+}
+
+// remote reports whether the Acknowledge and ModifyAckDeadline RPCs can
+// take id: whether it is Pub/Sub's.
+func (id ackID) remote() bool { return !strings.HasPrefix(string(id), standInPrefix) }
+
+// remoteAckIDs returns the ids the RPCs can take, as strings.
+func remoteAckIDs(ids []ackID) []string {
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if id.remote() {
+			out = append(out, string(id))
+		}
+	}
+	return out
+}
+
+// clientAckID returns the ack ID of a message received by the client, or
+// "" if it cannot be read. The client keeps the ack ID unexported, but a
+// residual that resumes in another worker process can ack only with the
+// Acknowledge RPC, which needs it. The field path (Message.ackh ->
+// *psAckHandler.ackID) is pinned by a test against a real server, so a
+// client upgrade that moves it fails loudly; at runtime a missing ID only
+// disables cross-process acks for that message (it is redelivered
+// instead: at-least-once holds). It runs once per message, so the field
+// lookups are done once per type.
+func clientAckID(m *pubsub.Message) string {
 	if m == nil || ackHandlerField == nil {
 		return ""
 	}

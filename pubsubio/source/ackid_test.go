@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -10,7 +11,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 )
 
-// ackIDOf reads a field the client keeps unexported; this pins the field
+// clientAckID reads a field the client keeps unexported; this pins the field
 // path against a real (pstest) server, so a client upgrade that moves it
 // fails here.
 func TestAckIDOfAgainstPstest(t *testing.T) {
@@ -36,7 +37,7 @@ func TestAckIDOfAgainstPstest(t *testing.T) {
 		once.Do(func() {
 			// Ack by ID with the RPC while the client still holds the
 			// message, as a residual resumed in another process does.
-			r := result{msgID: m.ID, ackID: ackIDOf(m)}
+			r := result{msgID: m.ID, ackID: clientAckID(m)}
 			if r.ackID != "" {
 				r.ackErr = f.client.SubscriptionAdminClient.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{
 					Subscription: subName,
@@ -60,7 +61,7 @@ func TestAckIDOfAgainstPstest(t *testing.T) {
 		t.Fatalf("received message %q, published %q", r.msgID, ids[0])
 	}
 	if r.ackID == "" {
-		t.Fatal("ackIDOf returned \"\" for a message received from the server: the client's field path changed")
+		t.Fatal("clientAckID returned \"\" for a message received from the server: the client's field path changed")
 	}
 	if r.ackErr != nil {
 		t.Fatalf("Acknowledge(%q): %v", r.ackID, r.ackErr)
@@ -70,11 +71,21 @@ func TestAckIDOfAgainstPstest(t *testing.T) {
 	}
 }
 
+// A message whose ack ID cannot be read gets a stand-in, which only the
+// held message can ack: the RPCs never see it.
 func TestAckIDOfWithoutHandler(t *testing.T) {
-	if got := ackIDOf(&pubsub.Message{ID: "m", Data: []byte("x")}); got != "" {
-		t.Errorf("ackIDOf(hand-made message) = %q, want \"\"", got)
+	m := &pubsub.Message{ID: "m", Data: []byte("x")}
+	if got := clientAckID(m); got != "" {
+		t.Errorf("clientAckID(hand-made message) = %q, want \"\"", got)
 	}
-	if got := ackIDOf(nil); got != "" {
-		t.Errorf("ackIDOf(nil) = %q, want \"\"", got)
+	if got := clientAckID(nil); got != "" {
+		t.Errorf("clientAckID(nil) = %q, want \"\"", got)
+	}
+	id := ackIDOf(m)
+	if id == "" || id.remote() {
+		t.Errorf("ackIDOf(hand-made message) = %q (remote %v), want a stand-in", id, id.remote())
+	}
+	if got := remoteAckIDs([]ackID{"real-1", id, "real-2"}); !slices.Equal(got, []string{"real-1", "real-2"}) {
+		t.Errorf("remoteAckIDs kept %v, want the two real IDs", got)
 	}
 }

@@ -36,7 +36,7 @@ type clientAdmin struct {
 func dialAdmin(ctx context.Context, cfg Config) (admin, error) {
 	c, err := connection.NewClient(ctx, cfg.Subscriptions[0].Project, cfg.Connection)
 	if err != nil {
-		return nil, fmt.Errorf("pubsubio: connecting to prepare the subscriptions: %w", err)
+		return nil, fmt.Errorf("pubsubio.Read: connecting to prepare the subscriptions: %w", err)
 	}
 	return &clientAdmin{client: c}, nil
 }
@@ -62,23 +62,23 @@ func (a *clientAdmin) close() error { return a.client.Close() }
 
 func describeGetError(sub model.Subscription, err error) error {
 	if status.Code(err) == codes.PermissionDenied {
-		return fmt.Errorf("pubsubio: permission denied describing %s: the workers' credentials need pubsub.subscriptions.get on it (roles/pubsub.viewer), "+
+		return fmt.Errorf("permission denied describing %s: the workers' credentials need pubsub.subscriptions.get on it (roles/pubsub.viewer), "+
 			"which the read uses to check it before reading: %w", sub, err)
 	}
-	return fmt.Errorf("pubsubio: describing %s before reading it: %w", sub, err)
+	return fmt.Errorf("describing %s before reading it: %w", sub, err)
 }
 
 func describeCreateError(sub model.Subscription, o SubscriptionCreateOptions, err error) error {
 	switch status.Code(err) {
 	case codes.PermissionDenied:
-		return fmt.Errorf("pubsubio: permission denied creating %s: the workers' credentials need pubsub.subscriptions.create on project %s "+
+		return fmt.Errorf("permission denied creating %s: the workers' credentials need pubsub.subscriptions.create on project %s "+
 			"and pubsub.topics.attachSubscription on %s (roles/pubsub.editor has both), or create the subscription beforehand: %w",
 			sub, sub.Project, o.Topic, err)
 	case codes.NotFound:
-		return fmt.Errorf("pubsubio: creating %s: its topic %s (or its dead-letter topic) does not exist; the read never creates topics: create it first, or fix Setup's Create.Topic: %w",
+		return fmt.Errorf("creating %s: its topic %s (or its dead-letter topic) does not exist; the read never creates topics: create it first, or fix Setup's Create.Topic: %w",
 			sub, o.Topic, err)
 	}
-	return fmt.Errorf("pubsubio: creating %s on %s: %w", sub, o.Topic, err)
+	return fmt.Errorf("creating %s on %s: %w", sub, o.Topic, err)
 }
 
 func describeSeekError(sub model.Subscription, pos StartPosition, req *pubsubpb.SeekRequest, err error) error {
@@ -89,18 +89,18 @@ func describeSeekError(sub model.Subscription, pos StartPosition, req *pubsubpb.
 		if snapshot != "" {
 			need += " and pubsub.snapshots.seek on " + snapshot
 		}
-		return fmt.Errorf("pubsubio: permission denied seeking %s to start position %s: the workers' credentials need %s: %w", sub, pos.describe(), need, err)
+		return fmt.Errorf("permission denied seeking %s to start position %s: the workers' credentials need %s: %w", sub, pos.describe(), need, err)
 	case codes.NotFound:
 		if snapshot != "" {
-			return fmt.Errorf("pubsubio: seeking %s: snapshot %s does not exist (snapshots expire after 7 days at most): create it, or fix the start position: %w", sub, snapshot, err)
+			return fmt.Errorf("seeking %s: snapshot %s does not exist (snapshots expire after 7 days at most): create it, or fix the start position: %w", sub, snapshot, err)
 		}
 	case codes.Unimplemented:
-		return fmt.Errorf("pubsubio: seeking %s to start position %s: the server does not implement this seek "+
+		return fmt.Errorf("seeking %s to start position %s: the server does not implement this seek "+
 			"(the Pub/Sub emulator cannot seek an ordering-enabled subscription to a time); use the default position there: %w", sub, pos.describe(), err)
 	case codes.FailedPrecondition, codes.InvalidArgument:
 		if snapshot != "" {
-			return fmt.Errorf("pubsubio: seeking %s to snapshot %s: Pub/Sub refused it; a snapshot can only seek subscriptions of the topic it was taken from: %w", sub, snapshot, err)
+			return fmt.Errorf("seeking %s to snapshot %s: Pub/Sub refused it; a snapshot can only seek subscriptions of the topic it was taken from: %w", sub, snapshot, err)
 		}
 	}
-	return fmt.Errorf("pubsubio: seeking %s to start position %s: %w", sub, pos.describe(), err)
+	return fmt.Errorf("seeking %s to start position %s: %w", sub, pos.describe(), err)
 }

@@ -29,19 +29,13 @@ type budget struct {
 // budgetWait is how long a delivery waits for room when the budget is full
 // before its subscriber is stopped. While it waits, the client's flow
 // control holds back the split's streams (the client counts a message
-// until its callback returns, MaxOutstandingMessages at most per split),
-// so a pipeline that is only behind is paused instead of being made to
-// give back everything and pull it again. Far longer than a bundle round
-// trip; short against the ack deadline the client keeps extending
-// meanwhile. What waits is capped at the budget's own size
-// (reserveWithin). Without a client limit (MaxOutstandingMessages -1)
-// there is no wait: the cap would be reached at once and stop the
-// subscriber anyway, after holding a budget's worth more.
-//
-// Measured before the wait, on the emulator (which ignores Pub/Sub's
-// per-stream limit): 30 streams of 1 KiB crossed a 30,000-message budget
-// in one run of five, and the stop stranded 40,700 of 150,000 messages
-// past a 5 s-idle bounded read.
+// until its callback returns), so a pipeline that is only behind is paused
+// instead of being made to give back everything and pull it again
+// (BENCHMARKS.md, buffer budget). Far longer than a bundle round trip;
+// short against the ack deadline the client keeps extending meanwhile.
+// Without a client limit (MaxOutstandingMessages -1) there is no wait:
+// what waits is capped at the budget's own size (reserveWithin), which
+// would then be reached at once.
 const budgetWait = 10 * time.Second
 
 // budgetWaitFor is budgetWait where cfg's client flow control bounds what
@@ -124,9 +118,9 @@ func (b *budget) reserveWithin(ctx context.Context, size int64, d time.Duration)
 	}
 }
 
-// release returns the room of messages totalling bytes and wakes whoever
+// free returns the room of messages totalling bytes and wakes whoever
 // waits for room.
-func (b *budget) release(messages int, bytes int64) {
+func (b *budget) free(messages int, bytes int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.messages -= messages
@@ -149,8 +143,9 @@ func (b *budget) usage() (messages int, bytes int64) {
 // streams may hold MaxOutstandingMessages unacked, and messages stay
 // unacked until a commit. A split whose bundles fall behind for longer
 // than budgetWait is then stopped at the budget, which gives back
-// everything it holds, where flow control would have paused it. Prism runs every split in one process; other
-// runners spread them, so it is a warning, not an error.
+// everything it holds, where flow control would have paused it. Prism runs
+// every split in one process; other runners spread them, so it is a
+// warning, not an error.
 func (cfg Config) budgetWarning() string {
 	if cfg.MaxOutstandingMessages <= 0 {
 		return ""
@@ -160,6 +155,6 @@ func (cfg Config) budgetWarning() string {
 	if held <= int64(cfg.BufferMaxMessages) {
 		return ""
 	}
-	return fmt.Sprintf("pubsubio.Read: Pub/Sub may send %[2]d unacked messages to a worker that runs all %[1]d split(s) of this read (splits x ParallelPullCount %[3]d x MaxOutstandingMessages %[4]d), more than BufferMaxMessages %[5]d: a split that falls behind for over %[6]v is then stopped at the budget and gives back all it holds instead of being paused by flow control. Prism runs every split in one worker; raise BufferMaxMessages to %[2]d, or lower MaxOutstandingMessages",
+	return fmt.Sprintf("pubsubio.Read: a worker that runs all %[1]d split(s) may be sent %[2]d unacked messages (splits x ParallelPullCount %[3]d x MaxOutstandingMessages %[4]d), more than BufferMaxMessages %[5]d: a split behind for over %[6]v then gives back all it holds; raise BufferMaxMessages to %[2]d or lower MaxOutstandingMessages",
 		splits, held, cfg.ParallelPullCount, cfg.MaxOutstandingMessages, cfg.BufferMaxMessages, budgetWait)
 }

@@ -68,7 +68,7 @@ func rejection(cfg Config, name string, sub *pubsubpb.Subscription) []error {
 	var errs []error
 	for _, c := range checks {
 		if c.rejects(cfg, sub) {
-			errs = append(errs, fmt.Errorf("pubsubio: subscription %s cannot be read: %s; %s", name, c.setting, c.why))
+			errs = append(errs, fmt.Errorf("subscription %s cannot be read: %s; %s", name, c.setting, c.why))
 		}
 	}
 	return errs
@@ -94,7 +94,7 @@ func retentionWarning(name string, pos StartPosition, sub *pubsubpb.Subscription
 	if !pos.backwards() || sub.GetRetainAckedMessages() || sub.GetTopicMessageRetentionDuration().AsDuration() > 0 {
 		return ""
 	}
-	return fmt.Sprintf("pubsubio: start position %s on %s recovers only messages that were never acked: "+
+	return fmt.Sprintf("pubsubio.Read: start position %s on %s recovers only messages that were never acked: "+
 		"the subscription does not retain acked messages and its topic does not retain messages. "+
 		"To replay acked messages, enable retain acked messages on the subscription or message retention on the topic before they are published",
 		pos.describe(), name)

@@ -1,14 +1,13 @@
 package source
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
-	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/option"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -74,8 +73,8 @@ const (
 )
 
 // Defaults. Where the Pub/Sub client has a default, it is the client's, so a
-// read behaves like the client users already know; the rest follow the
-// reference connector's reasoning, given next to each field of Config.
+// read behaves like the client users already know; the reasons for the
+// rest are on the fields of Config.
 const (
 	DefaultMaxOutstandingMessages = 1000                   // pubsub.DefaultReceiveSettings
 	DefaultMaxOutstandingBytes    = 1e9                    // pubsub.DefaultReceiveSettings
@@ -100,11 +99,9 @@ type Config struct {
 	Subscriptions []model.Subscription
 
 	// Setup holds what the prepare step does for individual subscriptions
-	// before any split reads: create one that is missing (its create
-	// options carry the topic) and seek it to a start position. At most one
-	// entry per subscription, each for a subscription in Subscriptions. A
-	// subscription without an entry must exist and is read from where it is,
-	// so most reads leave Setup empty.
+	// before any split reads: create one that is missing, seek one to a
+	// start position. At most one entry per subscription of Subscriptions;
+	// one without an entry must exist and is read from where it is.
 	Setup []SubscriptionSetup
 
 	// Ordering is OrderingNone (default) or OrderingPerKey.
@@ -112,114 +109,109 @@ type Config struct {
 
 	// Splits is how many splits (streaming-pull subscribers) read the
 	// subscriptions under OrderingNone: max(len(Subscriptions), Splits),
-	// split i reading subscription i mod len(Subscriptions). Default 1, so
-	// one split per subscription; raise it to spread a busy subscription over
-	// workers (one stream carries about 10 MB/s). Under OrderingPerKey it
-	// must be 0 or 1: there is exactly one split per subscription.
+	// split i reading subscription i mod len(Subscriptions). If zero, 1 is
+	// used: one split per subscription. Raise it to spread a busy
+	// subscription over workers (one stream carries about 10 MB/s). Under
+	// OrderingPerKey it must be 0 or 1.
 	Splits int
 
-	// MaxOutstandingMessages and MaxOutstandingBytes are the flow control
-	// of each of a split's streams (defaults 1000 and 1e9, the client's).
-	// Pub/Sub stops sending on a stream while that much of it is unacked,
-	// and a message is acked only after a commit, so size them to at least
-	// peak messages/s times the runner's commit interval. The client itself
-	// counts a message only until its callback returns, which for a split
-	// is at once: what a split holds is bounded by the server (these times
-	// ParallelPullCount) and by the buffer budget, which the server's limit
-	// summed over a worker's splits should stay under (Read logs a warning
-	// when it may not on a worker that runs every split, as Prism does).
-	// The emulator does not hold to the server's limit, so there the budget
-	// is the only bound.
-	// -1 means no limit.
+	// MaxOutstandingMessages and MaxOutstandingBytes are each stream's flow
+	// control: Pub/Sub stops sending on a stream while that much of it is
+	// unacked, and a message is acked only after its bundle commits. If
+	// zero, DefaultMaxOutstandingMessages (1,000) and
+	// DefaultMaxOutstandingBytes (1e9), the client's, are used; -1 means no
+	// limit. Summed over a worker's splits and streams, keep it under the
+	// buffer budget (Read warns at construction when it may not be);
+	// README, Tuning.
 	MaxOutstandingMessages int
 	MaxOutstandingBytes    int
 
 	// MaxExtension is how long the client keeps extending a held message's
-	// lease (default 60 min, the client's). It must comfortably exceed the
-	// time from receipt to commit, or Pub/Sub redelivers held messages.
+	// lease; it must exceed the time from receipt to commit, or Pub/Sub
+	// redelivers. If zero, DefaultMaxExtension (60 min, the client's) is
+	// used.
 	MaxExtension time.Duration
 
-	// MaxDurationPerAckExtension bounds one lease extension (0: the client's
-	// adaptive value; else 10s..600s). It bounds how long a crashed worker's
-	// messages wait before redelivery.
+	// MaxDurationPerAckExtension bounds one lease extension, 10 s to 600 s;
+	// it bounds how long a crashed worker's messages wait before
+	// redelivery. If zero, the client's adaptive extension is used.
 	MaxDurationPerAckExtension time.Duration
 
-	// ParallelPullCount is the number of streaming-pull streams per split
-	// (default 1, the client's). Must be 1 under OrderingPerKey: per-key
-	// dispatch is serialized per stream, so a second stream breaks order.
+	// ParallelPullCount is the number of streaming-pull streams per split.
+	// If zero, DefaultParallelPullCount (1, the client's) is used. Under
+	// OrderingPerKey it must be 1: a second stream breaks per-key order.
 	ParallelPullCount int
 
-	// ShutdownTimeout bounds stopping one split's subscriber (default 10 s).
-	// Shutdown always nacks held messages at once: waiting for processing
-	// would wait for acks that only a commit brings. An abandoned shutdown is
-	// counted; its messages then wait out their ack deadline.
+	// ShutdownTimeout bounds stopping one split's subscriber; held messages
+	// are nacked at once, since waiting would wait for acks only a commit
+	// brings. An abandoned shutdown is counted. If zero,
+	// DefaultShutdownTimeout (10 s) is used.
 	ShutdownTimeout time.Duration
 
-	// MaxRecordsPerBundle caps what one bundle of a split emits (default
-	// 1000, the client's default flow-control window, so one bundle can
-	// drain a full window and its acks free it at once).
+	// MaxRecordsPerBundle caps what one bundle of a split emits. If zero,
+	// DefaultMaxRecordsPerBundle (1,000, the client's flow-control window,
+	// so one bundle can drain a full window) is used.
 	MaxRecordsPerBundle int
 
-	// BufferMaxMessages and BufferMaxBytes are the hard budget for messages
-	// received but not yet emitted, per read per worker process, summed over
-	// its splits (defaults 10,000 and 64 MiB, the reference connector's).
-	// Flow control stops covering retention once leases lapse or a split is
-	// no longer polled. A delivery that finds the budget full waits up to
-	// 10 s for a bundle to make room, which holds the split's streams back
-	// through the client's flow control (at most MaxOutstandingMessages
-	// deliveries wait per split, and no more than the budget's own size in
-	// all, so a read holds at most twice its budget; with -1 there is no
-	// wait); if none comes it is nacked before it is buffered and its
-	// subscriber stopped until polled again.
+	// BufferMaxMessages and BufferMaxBytes are the hard budget of messages
+	// received and not yet emitted, per read per worker process. A delivery
+	// that finds it full waits up to 10 s for a bundle to make room, holding
+	// the split's streams back; then its subscriber is stopped and gives
+	// back all it holds until polled again. A read holds at most twice its
+	// budget. If zero, DefaultBufferMaxMessages (10,000) and
+	// DefaultBufferMaxBytes (64 MiB) are used. README, Tuning.
 	BufferMaxMessages int
 	BufferMaxBytes    int64
 
-	// LeaseIdle releases a split that has not been polled for this long
-	// (default 2 min): its subscriber stops and everything it holds that was
-	// not committed is nacked, so Pub/Sub redelivers it to whoever reads now.
-	// This is how a failed or moved bundle gives its messages back.
+	// LeaseIdle releases a split not polled for this long: its subscriber
+	// stops and everything it holds that was not committed goes back to
+	// Pub/Sub. This is how a failed or moved bundle gives its messages
+	// back. If zero, DefaultLeaseIdle (2 min) is used.
 	LeaseIdle time.Duration
 
 	// PollDelay is how long a split waits before polling again after a
-	// bundle that found nothing (default 100 ms): the latency of the first
-	// message after a quiet spell, against an empty bundle per delay.
+	// bundle that found nothing: the latency of the first message after a
+	// quiet spell, against an empty bundle per delay. If zero,
+	// DefaultPollDelay (100 ms) is used.
 	PollDelay time.Duration
 
 	// TimestampAttribute, when set, names the attribute holding each
 	// message's event time, as RFC 3339 or Unix milliseconds; messages
 	// without it use the publish time. A malformed value is a decode
-	// failure, handled by DecodePolicy.
+	// failure (DecodePolicy).
 	TimestampAttribute string
 
 	// Format is what every payload must hold: model.FormatBytes (default:
-	// anything), model.FormatText (UTF-8) or model.FormatJSON. Checking
-	// at the source lets a poison payload follow DecodePolicy before any
+	// anything), model.FormatText (UTF-8) or model.FormatJSON. Checking at
+	// the source lets a poison payload follow DecodePolicy before any
 	// downstream step chokes on it.
 	Format model.Format
 
 	// DecodePolicy is what happens to a message that fails to decode:
 	// DecodeFail (default), DecodeDrop, DecodeNack or DecodeDeadLetter.
-	// See DecodePolicy. Every decode failure counts in decode_failures.
+	// Every decode failure counts in decode_failures.
 	DecodePolicy DecodePolicy
 
 	// MaxMessages makes the read bounded: it finishes after emitting this
-	// many messages from each subscription, shared evenly among the
-	// subscription's splits. Messages dropped or dead-lettered under
-	// DecodePolicy count (they are consumed); nacked ones do not. A split that cannot reach its share waits, so
-	// combine with IdleTimeout when the backlog may be smaller. 0: no count
-	// bound.
+	// many messages from each subscription, shared evenly among its splits.
+	// Messages dropped or dead-lettered count (they are consumed); nacked
+	// ones do not. A split that cannot reach its share waits: combine with
+	// IdleTimeout when the backlog may be smaller. If zero, no count bounds
+	// the read.
 	MaxMessages int64
 
 	// IdleTimeout makes the read bounded: a split finishes once nothing has
-	// arrived for this long and it holds nothing. 0: unbounded.
+	// arrived for this long and it holds nothing. If zero, idleness does not
+	// end the read.
 	IdleTimeout time.Duration
 
 	// WatermarkWindow, WatermarkIdle and WatermarkLateness shape the
 	// watermark (watermark.go): it follows the oldest buffered event time
-	// among messages received within WatermarkWindow (default 1 min), and
-	// once nothing has arrived for WatermarkIdle (default 10 s) it advances
-	// to now minus WatermarkLateness (default 10 s), so an idle subscription
-	// never holds the pipeline back.
+	// among messages received within WatermarkWindow, and once nothing has
+	// arrived for WatermarkIdle it advances to now minus WatermarkLateness,
+	// so that an idle subscription never holds the pipeline back. If zero,
+	// DefaultWatermarkWindow (1 min), DefaultWatermarkIdle (10 s) and
+	// DefaultWatermarkLateness (10 s) are used.
 	WatermarkWindow   time.Duration
 	WatermarkIdle     time.Duration
 	WatermarkLateness time.Duration
@@ -228,9 +220,7 @@ type Config struct {
 	// FinalizationOff. See FinalizationMode.
 	Finalization FinalizationMode
 
-	// Connection says where and as whom to connect: EmulatorEndpoint
-	// (host:port, plaintext, no credentials) or CredentialsFile (a
-	// service-account key path read on the worker); neither means
+	// Connection says where and as whom to connect. The zero value is
 	// application-default credentials against Pub/Sub.
 	Connection connection.Settings
 }
@@ -248,28 +238,24 @@ func (cfg Config) warnings(now time.Time) []string {
 // withDefaults returns cfg with every zero field set to its default and the
 // whole configuration validated. Errors name the field and the value.
 func (cfg Config) withDefaults() (Config, error) {
-	if cfg.Ordering == "" {
-		cfg.Ordering = OrderingNone
-	}
-	if cfg.Finalization == "" {
-		cfg.Finalization = FinalizationAuto
-	}
-	option.Default(&cfg.Format, model.FormatBytes)
-	option.Default(&cfg.DecodePolicy, DecodeFail)
-	option.Default(&cfg.Splits, 1)
-	option.Default(&cfg.MaxOutstandingMessages, DefaultMaxOutstandingMessages)
-	option.Default(&cfg.MaxOutstandingBytes, DefaultMaxOutstandingBytes)
-	option.Default(&cfg.MaxExtension, DefaultMaxExtension)
-	option.Default(&cfg.ParallelPullCount, DefaultParallelPullCount)
-	option.Default(&cfg.ShutdownTimeout, DefaultShutdownTimeout)
-	option.Default(&cfg.MaxRecordsPerBundle, DefaultMaxRecordsPerBundle)
-	option.Default(&cfg.BufferMaxMessages, DefaultBufferMaxMessages)
-	option.Default(&cfg.BufferMaxBytes, DefaultBufferMaxBytes)
-	option.Default(&cfg.LeaseIdle, DefaultLeaseIdle)
-	option.Default(&cfg.PollDelay, DefaultPollDelay)
-	option.Default(&cfg.WatermarkWindow, DefaultWatermarkWindow)
-	option.Default(&cfg.WatermarkIdle, DefaultWatermarkIdle)
-	option.Default(&cfg.WatermarkLateness, DefaultWatermarkLateness)
+	construct.Default(&cfg.Ordering, OrderingNone)
+	construct.Default(&cfg.Finalization, FinalizationAuto)
+	construct.Default(&cfg.Format, model.FormatBytes)
+	construct.Default(&cfg.DecodePolicy, DecodeFail)
+	construct.Default(&cfg.Splits, 1)
+	construct.Default(&cfg.MaxOutstandingMessages, DefaultMaxOutstandingMessages)
+	construct.Default(&cfg.MaxOutstandingBytes, DefaultMaxOutstandingBytes)
+	construct.Default(&cfg.MaxExtension, DefaultMaxExtension)
+	construct.Default(&cfg.ParallelPullCount, DefaultParallelPullCount)
+	construct.Default(&cfg.ShutdownTimeout, DefaultShutdownTimeout)
+	construct.Default(&cfg.MaxRecordsPerBundle, DefaultMaxRecordsPerBundle)
+	construct.Default(&cfg.BufferMaxMessages, DefaultBufferMaxMessages)
+	construct.Default(&cfg.BufferMaxBytes, DefaultBufferMaxBytes)
+	construct.Default(&cfg.LeaseIdle, DefaultLeaseIdle)
+	construct.Default(&cfg.PollDelay, DefaultPollDelay)
+	construct.Default(&cfg.WatermarkWindow, DefaultWatermarkWindow)
+	construct.Default(&cfg.WatermarkIdle, DefaultWatermarkIdle)
+	construct.Default(&cfg.WatermarkLateness, DefaultWatermarkLateness)
 	cfg.setupWithDefaults()
 	return cfg, cfg.validate()
 }
@@ -363,10 +349,7 @@ func (cfg Config) validate() error {
 	if err := cfg.Connection.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("pubsubio.Read: invalid configuration: %w", err)
-	}
-	return nil
+	return construct.Invalid("pubsubio.Read", errs...)
 }
 
 // bounded reports whether the read finishes by itself.

@@ -14,25 +14,6 @@ import (
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
-// validConfig is the smallest valid configuration.
-func validConfig() Config {
-	return Config{Subscriptions: testSubs(1)}
-}
-
-// testConfig is validConfig with defaults applied, after edit.
-func testConfig(t *testing.T, edit func(*Config)) Config {
-	t.Helper()
-	cfg := validConfig()
-	if edit != nil {
-		edit(&cfg)
-	}
-	cfg, err := cfg.withDefaults()
-	if err != nil {
-		t.Fatalf("test configuration is invalid: %v", err)
-	}
-	return cfg
-}
-
 func TestWithDefaultsFillsEveryDefault(t *testing.T) {
 	cfg, err := validConfig().withDefaults()
 	if err != nil {
@@ -289,9 +270,9 @@ func TestBudgetWarning(t *testing.T) {
 		{"ten streams fill the budget exactly", func(c *Config) { c.ParallelPullCount = 10 }, nil},
 		{"no per-stream limit", func(c *Config) { c.MaxOutstandingMessages = -1; c.ParallelPullCount = 20 }, nil},
 		{"eleven streams", func(c *Config) { c.ParallelPullCount = 11 },
-			[]string{"11000 unacked messages to a worker that runs all 1 split(s)", "ParallelPullCount 11", "MaxOutstandingMessages 1000", "BufferMaxMessages 10000", "to 11000"}},
+			[]string{"a worker that runs all 1 split(s) may be sent 11000 unacked messages", "ParallelPullCount 11", "MaxOutstandingMessages 1000", "BufferMaxMessages 10000", "to 11000"}},
 		{"twelve splits", func(c *Config) { c.Subscriptions = testSubs(3); c.Splits = 12 },
-			[]string{"12000 unacked messages to a worker that runs all 12 split(s)", "ParallelPullCount 1", "to 12000"}},
+			[]string{"a worker that runs all 12 split(s) may be sent 12000 unacked messages", "ParallelPullCount 1", "to 12000"}},
 		{"small budget", func(c *Config) { c.BufferMaxMessages = 500 },
 			[]string{"1000 unacked", "BufferMaxMessages 500"}},
 	} {

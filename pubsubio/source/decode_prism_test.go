@@ -14,6 +14,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -107,7 +108,7 @@ func (pt *poisonedTopic) checkAcked(t *testing.T, what string, ids []string, wan
 func counterValue(res beam.PipelineResult, name string) int64 {
 	var total int64
 	for _, c := range res.Metrics().AllMetrics().Counters() {
-		if c.Namespace() == metricsNamespace && c.Name() == name {
+		if c.Namespace() == metrics.Namespace && c.Name() == name {
 			total += c.Result()
 		}
 	}

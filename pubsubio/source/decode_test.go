@@ -3,6 +3,7 @@ package source
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
@@ -63,16 +64,26 @@ func newDecodeBatch(t *testing.T, policy DecodePolicy, edit func(*Config)) *deco
 	return b
 }
 
-// process drains and emits the batch as one bundle of the read SDF would.
+// process drains and emits the batch as one bundle of the read SDF would,
+// and returns the ack IDs it claimed.
 func (b *decodeBatch) process() ([]string, error) {
-	batch := b.h.r.drain(100, 1)
-	return b.fn.emitBatch(b.h.r, b.h.stats, b.rt, 1, batch,
+	batch := drain(b.h.r, 100, 1)
+	out, err := b.fn.emitBatch(b.h.r, b.rt, 1, batch,
 		func(_ beam.EventTime, m model.Message) { b.emitted = append(b.emitted, m.ID) },
 		func(_ beam.EventTime, f dlq.FailedMessage) { b.dead = append(b.dead, f) })
+	if err != nil {
+		return nil, err
+	}
+	b.h.r.endBundle(out.nacks, out.newest, time.Time{})
+	claimed := make([]string, len(out.claimed))
+	for i, id := range out.claimed {
+		claimed[i] = string(id)
+	}
+	return claimed, nil
 }
 
 // commit acks what the bundle claimed, as the split's next bundle does.
-func (b *decodeBatch) commit(claimed []string) { b.h.r.ack(claimed) }
+func (b *decodeBatch) commit(claimed []string) { ack(b.h.r, claimed) }
 
 var goodIDs = []string{"good-0", "good-1", "good-2", "good-3"}
 
@@ -144,7 +155,7 @@ func TestDecodeNackNacksAtOnceAndDoesNotAckLater(t *testing.T) {
 	if err != nil {
 		t.Fatalf("process: %v", err)
 	}
-	// Nacked during the bundle, before any commit.
+	// Nacked with the bundle, before any commit.
 	for _, id := range []string{"bad-json", "bad-ts"} {
 		b.handles[id].check(t, id, 0, 1)
 	}
@@ -262,5 +273,66 @@ func TestNackPolicyNeedsADeadLetterPolicy(t *testing.T) {
 	errs = createRejection(cfg, "Setup[0].Create", sub, SubscriptionCreateOptions{Topic: topic, DeadLetterTopic: model.TopicOf(testProject, "dead")})
 	if len(errs) != 0 {
 		t.Errorf("createRejection with DeadLetterTopic = %v", errs)
+	}
+}
+
+func TestEventTime(t *testing.T) {
+	publish := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
+	const attr = "ts"
+	cases := []struct {
+		name      string
+		attribute string
+		attrs     map[string]string
+		want      time.Time
+	}{
+		{"no attribute configured", "", map[string]string{attr: "1700000000000"}, publish},
+		{"attribute missing", attr, map[string]string{"other": "x"}, publish},
+		{"no attributes at all", attr, nil, publish},
+		{"RFC 3339", attr, map[string]string{attr: "2023-11-14T22:13:20Z"}, time.Date(2023, 11, 14, 22, 13, 20, 0, time.UTC)},
+		{"RFC 3339 with offset and fraction", attr, map[string]string{attr: "2023-11-14T23:13:20.123456789+01:00"},
+			time.Date(2023, 11, 14, 22, 13, 20, 123456789, time.UTC)},
+		{"Unix millis", attr, map[string]string{attr: "1700000000123"}, time.UnixMilli(1700000000123)},
+		{"Unix millis zero", attr, map[string]string{attr: "0"}, time.UnixMilli(0)},
+		{"Unix millis before the epoch", attr, map[string]string{attr: "-1000"}, time.UnixMilli(-1000)},
+	}
+	for _, c := range cases {
+		got, err := eventTime(c.attribute, c.attrs, publish)
+		if err != nil {
+			t.Errorf("%s: error %v", c.name, err)
+			continue
+		}
+		if !got.Equal(c.want) {
+			t.Errorf("%s: eventTime = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestEventTimeMalformedNamesAttributeAndValue(t *testing.T) {
+	publish := time.Unix(1, 0)
+	for _, v := range []string{"yesterday", "", "1.5", "2023-11-14 22:13:20", "1e12", "2023-13-01T00:00:00Z"} {
+		_, err := eventTime("event_ts", map[string]string{"event_ts": v}, publish)
+		if err == nil {
+			t.Errorf("value %q: no error", v)
+			continue
+		}
+		for _, want := range []string{`"event_ts"`, `"` + v + `"`} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("value %q: error %q does not contain %s", v, err, want)
+			}
+		}
+	}
+}
+
+func TestEventTimeMalformedLongValueIsTruncated(t *testing.T) {
+	long := strings.Repeat("z", 1000)
+	_, err := eventTime("ts", map[string]string{"ts": long}, time.Time{})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	if !strings.Contains(err.Error(), `"ts"`) || !strings.Contains(err.Error(), strings.Repeat("z", maxQuotedValue-3)+"...") {
+		t.Errorf("error %q does not name the attribute and the value's start", err)
+	}
+	if len(err.Error()) > 400 {
+		t.Errorf("error is %d bytes long; a long value should be truncated", len(err.Error()))
 	}
 }

@@ -7,12 +7,34 @@
 // registry that outlives bundles. What a restriction carries instead is the
 // ack IDs the previous bundle emitted. A residual exists only once the runner
 // has committed that bundle, so the next bundle of the split acks them first
-// thing. Bundle finalization is used only on SDK versions that deliver it
-// (finalization.go explains the Beam Go 2.77 defect).
+// thing.
 //
-// Before any split reads, the prepare step (prepare.go, preparefn.go) runs
-// once per job on a worker: it describes every subscription, rejects those
-// the read cannot consume (checks.go), creates missing ones that have create
-// options (createoptions.go) and seeks those with a start position
-// (startposition.go), and only then emits one element per split.
+// The life of a message, and the file of each step:
+//
+//   - Before any split reads, the prepare step (prepare.go, preparefn.go)
+//     runs once per job: it describes every subscription, rejects those the
+//     read cannot consume (checks.go), creates missing ones that have
+//     create options (createoptions.go) and seeks those with a start
+//     position (startposition.go), then emits one element per split
+//     (splitplan.go).
+//   - A split's first bundle finds its reader in the registry
+//     (registry.go), which starts the subscriber (splitreader.go) on a
+//     connection that records what its streaming pulls receive (puller.go,
+//     pulled.go).
+//   - The client's callback (intake.go) turns each message into a
+//     delivery, decodes it once (decode.go: event time and payload format)
+//     and buffers it within the buffer budget (budget.go), waiting for room
+//     or stopping the subscriber when the budget stays full.
+//   - Each bundle (bundle.go, readfn.go) acks what the committed bundle
+//     before it emitted, takes what is buffered, emits it at its event time
+//     (or as a dead letter, under DecodePolicy), and checkpoints with the
+//     ack IDs it emitted (restriction.go); it moves the watermark
+//     (watermark.go).
+//   - The ledger (acklifecycle.go) holds every delivery from its arrival
+//     until it is acked (through the held message, with the Acknowledge RPC
+//     when the residual resumed in another process (ackid.go), or by a
+//     finalization callback where the SDK delivers them, finalization.go)
+//     or given back: at once after a failed bundle, when the subscriber
+//     stops, or when the split is released for LeaseIdle.
+//   - acklatency.go measures emission to ack; metrics.go reports to Beam.
 package source

@@ -2,18 +2,16 @@ package source
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-)
 
-// metricsNamespace is shared by every pubsubio metric.
-const metricsNamespace = "pubsubio"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics"
+)
 
 // counter names one process-wide count of a read. Most of these happen on
 // the client's goroutines or the janitor, where there is no DoFn context, so
-// they are counted here and flushed into Beam metrics by ProcessElement.
+// they are counted here and reported into Beam metrics by each bundle.
 type counter int
 
 const (
@@ -60,48 +58,35 @@ var counterNames = [numCounters]string{
 }
 
 var (
-	beamCounters [numCounters]beam.Counter
-
-	bufferedMessagesGauge = beam.NewGauge(metricsNamespace, "buffered_messages")
-	bufferedBytesGauge    = beam.NewGauge(metricsNamespace, "buffered_bytes")
-	pendingAcksGauge      = beam.NewGauge(metricsNamespace, "pending_acks")
+	bufferedMessagesGauge = metrics.NewGauge("buffered_messages")
+	bufferedBytesGauge    = metrics.NewGauge("buffered_bytes")
+	pendingAcksGauge      = metrics.NewGauge("pending_acks")
 )
-
-func init() {
-	for i, name := range counterNames {
-		beamCounters[i] = beam.NewCounter(metricsNamespace, name)
-	}
-}
 
 // stats holds one read's process-wide counts.
 type stats struct {
-	counts      [numCounters]atomic.Int64
+	counts      [numCounters]*metrics.Counter
 	pendingAcks atomic.Int64 // emitted, not yet acked or given back
-
-	mu      sync.Mutex
-	flushed [numCounters]int64
 }
 
-func (s *stats) add(c counter, n int) {
-	if n != 0 {
-		s.counts[c].Add(int64(n))
+func newStats() *stats {
+	s := &stats{}
+	for i, name := range counterNames {
+		s.counts[i] = metrics.NewCounter(name)
 	}
+	return s
 }
+
+func (s *stats) add(c counter, n int) { s.counts[c].Add(int64(n)) }
 
 func (s *stats) get(c counter) int64 { return s.counts[c].Load() }
 
 // flush reports into Beam metrics what was counted since the last flush by
 // any DoFn instance of this process, and samples the gauges.
 func (s *stats) flush(ctx context.Context, b *budget) {
-	s.mu.Lock()
-	for i := range s.counts {
-		now := s.counts[i].Load()
-		if d := now - s.flushed[i]; d > 0 {
-			beamCounters[i].Inc(ctx, d)
-			s.flushed[i] = now
-		}
+	for _, c := range s.counts {
+		c.Report(ctx)
 	}
-	s.mu.Unlock()
 	msgs, bytes := b.usage()
 	bufferedMessagesGauge.Set(ctx, int64(msgs))
 	bufferedBytesGauge.Set(ctx, bytes)
@@ -111,10 +96,10 @@ func (s *stats) flush(ctx context.Context, b *budget) {
 // The prepare step's counters. It runs once per job in a DoFn, so it
 // counts straight into Beam metrics with its context.
 var (
-	subscriptionsCreatedCounter = beam.NewCounter(metricsNamespace, "subscriptions_created")
-	seeksPerformedCounter       = beam.NewCounter(metricsNamespace, "seeks_performed")
-	checksRejectedCounter       = beam.NewCounter(metricsNamespace, "checks_rejected")
-	checksWarnedCounter         = beam.NewCounter(metricsNamespace, "checks_warned")
+	subscriptionsCreatedCounter = beam.NewCounter(metrics.Namespace, "subscriptions_created")
+	seeksPerformedCounter       = beam.NewCounter(metrics.Namespace, "seeks_performed")
+	checksRejectedCounter       = beam.NewCounter(metrics.Namespace, "checks_rejected")
+	checksWarnedCounter         = beam.NewCounter(metrics.Namespace, "checks_warned")
 )
 
 // report adds what one prepare run did to the job's metrics.

@@ -15,7 +15,7 @@ import (
 func TestPerKeyOrderSurvivesBundlesAndRedelivery(t *testing.T) {
 	h := newReaderHarness(t, testConfig(t, func(c *Config) { c.Ordering = OrderingPerKey }))
 	run := h.poll()
-	h.sub.nextReceive(t)
+	h.conn.nextReceive(t)
 
 	keys := []string{"k0", "k1", "k2"}
 	const perKey = 20
@@ -40,7 +40,7 @@ func TestPerKeyOrderSurvivesBundlesAndRedelivery(t *testing.T) {
 		}
 	}
 	for seq, size := range []int{1, 7, 3, 13, 1000} {
-		collect(h.r.drain(size, int64(seq)))
+		collect(drain(h.r, size, int64(seq)))
 	}
 	for _, k := range keys {
 		if got, want := emitted[k], keyIDs(k, 0, perKey); !cmp.Equal(got, want) {
@@ -53,7 +53,7 @@ func TestPerKeyOrderSurvivesBundlesAndRedelivery(t *testing.T) {
 	emitted = map[string][]string{}
 	deliverKeyed("k1", 10, perKey, 1)
 	for seq, size := range []int{4, 1000} {
-		collect(h.r.drain(size, int64(10+seq)))
+		collect(drain(h.r, size, int64(10+seq)))
 	}
 	if got, want := emitted["k1"], keyIDs("k1", 10, perKey); !cmp.Equal(got, want) {
 		t.Errorf("redelivered k1 emitted out of order:\n%s", cmp.Diff(want, got))

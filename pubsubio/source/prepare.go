@@ -48,12 +48,12 @@ func prepare(ctx context.Context, adm admin, cfg Config, now func() time.Time) (
 	var counts prepareCounts
 	targets, err := describeAll(ctx, adm, cfg, &counts)
 	if err != nil {
-		return counts, fmt.Errorf("pubsubio: preparing the read's subscriptions failed; nothing was created or sought:\n%w", err)
+		return counts, fmt.Errorf("pubsubio.Read: preparing the read's subscriptions failed; nothing was created or sought:\n%w", err)
 	}
 	for i := range targets {
 		if targets[i].desc == nil {
 			if err := create(ctx, adm, cfg, &targets[i], &counts); err != nil {
-				return counts, fmt.Errorf("%w\n(nothing was sought; subscriptions already created stay, and a new run finds them)", err)
+				return counts, fmt.Errorf("pubsubio.Read: %w\n(nothing was sought; subscriptions already created stay, and a new run finds them)", err)
 			}
 		}
 	}
@@ -69,10 +69,10 @@ func prepare(ctx context.Context, adm admin, cfg Config, now func() time.Time) (
 		}
 		req := t.setup.Start.seekRequest(t.sub, now())
 		if err := adm.seek(ctx, req); err != nil {
-			return counts, describeSeekError(t.sub, t.setup.Start, req, err)
+			return counts, fmt.Errorf("pubsubio.Read: %w", describeSeekError(t.sub, t.setup.Start, req, err))
 		}
 		counts.seeks++
-		log.Infof(ctx, "pubsubio: sought %s to start position %s (Pub/Sub applies a seek asynchronously: deliveries in flight can take up to a minute to reflect it)",
+		log.Infof(ctx, "pubsubio.Read: sought %s to start position %s (Pub/Sub applies a seek asynchronously: deliveries in flight can take up to a minute to reflect it)",
 			t.sub, t.setup.Start.describe())
 	}
 	return counts, nil
@@ -96,7 +96,7 @@ func describeAll(ctx context.Context, adm admin, cfg Config, counts *prepareCoun
 			// Created in the next phase.
 		case status.Code(err) == codes.NotFound:
 			counts.rejected++
-			errs = append(errs, fmt.Errorf("pubsubio: subscription %s does not exist, and the read has no create options for it: "+
+			errs = append(errs, fmt.Errorf("subscription %s does not exist, and the read has no create options for it: "+
 				"create it, fix Subscriptions, or add a Setup entry for it whose Create (SubscriptionCreateOptions, with Create.Topic) authorises the read to create it: %w", sub, err))
 		default:
 			errs = append(errs, describeGetError(sub, err))
@@ -114,7 +114,7 @@ func create(ctx context.Context, adm admin, cfg Config, t *prepareTarget, counts
 	case err == nil:
 		counts.created++
 		t.desc = created
-		log.Infof(ctx, "pubsubio: created subscription %s on %s", t.sub, o.Topic)
+		log.Infof(ctx, "pubsubio.Read: created subscription %s on %s", t.sub, o.Topic)
 		return nil
 	case status.Code(err) != codes.AlreadyExists:
 		return describeCreateError(t.sub, o, err)
@@ -127,9 +127,9 @@ func create(ctx context.Context, adm admin, cfg Config, t *prepareTarget, counts
 	}
 	if rejected := rejection(cfg, t.sub.String(), desc); len(rejected) > 0 {
 		counts.rejected += len(rejected)
-		return fmt.Errorf("pubsubio: %s was created by someone else while this job was preparing it, with its own settings: %w", t.sub, errors.Join(rejected...))
+		return fmt.Errorf("%s was created by someone else while this job was preparing it, with its own settings: %w", t.sub, errors.Join(rejected...))
 	}
 	t.desc = desc
-	log.Infof(ctx, "pubsubio: subscription %s already exists (created concurrently); it keeps its own settings", t.sub)
+	log.Infof(ctx, "pubsubio.Read: subscription %s already exists (created concurrently); it keeps its own settings", t.sub)
 	return nil
 }

@@ -40,7 +40,7 @@ func (fn *prepareFn) ProcessElement(ctx context.Context, _ []byte, emit func(Spl
 	}
 	defer func() {
 		if err := adm.close(); err != nil {
-			log.Warnf(ctx, "pubsubio: closing the prepare step's client: %v", err)
+			log.Warnf(ctx, "pubsubio.Read: closing the prepare step's client: %v", err)
 		}
 	}()
 	counts, err := prepare(ctx, adm, fn.Cfg, time.Now)

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -124,7 +125,7 @@ func TestStartPositionRunsOnceOnPrism(t *testing.T) {
 	}
 	counters := map[string]int64{}
 	for _, c := range res.Metrics().AllMetrics().Counters() {
-		if c.Namespace() == metricsNamespace {
+		if c.Namespace() == metrics.Namespace {
 			counters[c.Name()] += c.Result()
 		}
 	}
@@ -135,10 +136,4 @@ func TestStartPositionRunsOnceOnPrism(t *testing.T) {
 	if got := counters["acks_via_resume"]; got < 200 {
 		t.Errorf("acks_via_resume %d, want every message acked by a resumed bundle", got)
 	}
-}
-
-func sorted(s []string) []string {
-	s = slices.Clone(s)
-	slices.Sort(s)
-	return s
 }

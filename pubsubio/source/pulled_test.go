@@ -23,12 +23,12 @@ func TestStoppedSubscriberGivesBackWhatItNeverDelivered(t *testing.T) {
 		c.Connection = f.conn
 		c.MaxOutstandingMessages = 1
 	})
-	s, err := dialSubscription(context.Background(), subs[0], cfg)
+	s, err := dialPuller(context.Background(), subs[0], cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.close() })
-	cs := s.(*clientSubscription)
+	cs := s.(*clientPuller)
 	// The emulator's stand-in: a shutdown that does not nack the client's
 	// inventory (on the Java emulator NackImmediately did not reach it; on
 	// pstest it does, which would hide a missing give-back).

@@ -2,12 +2,15 @@ package source
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
 )
 
 // Read reads cfg.Subscriptions and returns a PCollection<model.Message>
@@ -26,7 +29,7 @@ func Read(s beam.Scope, cfg Config) beam.PCollection {
 // TryRead is Read returning the construction error instead of panicking.
 func TryRead(s beam.Scope, cfg Config) (beam.PCollection, error) {
 	if cfg.DecodePolicy == DecodeDeadLetter {
-		return beam.PCollection{}, fmt.Errorf("pubsubio.Read: DecodePolicy %s emits dead letters that Read has no output for, so they would be acked and lost; use ReadWithDeadLetters, or another DecodePolicy", DecodeDeadLetter)
+		return beam.PCollection{}, construct.Invalid("pubsubio.Read", fmt.Errorf("DecodePolicy %s emits dead letters that Read has no output for; use ReadWithDeadLetters, or another DecodePolicy", DecodeDeadLetter))
 	}
 	msgs, _, err := read(s, cfg)
 	return msgs, err
@@ -80,10 +83,10 @@ func read(s beam.Scope, cfg Config) (beam.PCollection, beam.PCollection, error) 
 	}
 	elems := beam.Reshuffle(s, prepared[0])
 
-	read := readFn{ReadID: newProcessID(), SplitCount: len(plan), Cfg: cfg}
-	var fn any = &read
+	rfn := readFn{ReadID: newProcessID(), SplitCount: len(plan), Cfg: cfg}
+	var fn any = &rfn
 	if useFinalization(cfg.Finalization, sdkVersion) {
-		fn = &finalizingReadFn{readFn: read}
+		fn = &finalizingReadFn{readFn: rfn}
 	}
 	out, err := beam.TryParDo(s, fn, elems)
 	if err != nil {
@@ -100,5 +103,5 @@ func rejectDirectRunner() error {
 	if f == nil || f.Value.String() != "direct" {
 		return nil
 	}
-	return fmt.Errorf("pubsubio.Read: the direct runner cannot run a streaming splittable DoFn (it ignores process continuations); run with --runner=prism, Beam Go's local runner, or a portable runner")
+	return construct.Invalid("pubsubio.Read", errors.New("the direct runner cannot run this read (it ignores process continuations): run with --runner=prism, Beam Go's local runner, or another portable runner"))
 }

@@ -3,13 +3,11 @@ package source
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
@@ -18,9 +16,8 @@ import (
 
 type emitFn = func(beam.EventTime, model.Message)
 
-// deadFn emits the read's dead letters, with the event time the message
-// would have had (its publish time when the timestamp attribute is what
-// failed).
+// deadFn emits the read's dead letters, at the event time the message
+// would have had (decoded.eventTime).
 type deadFn = func(beam.EventTime, dlq.FailedMessage)
 
 func init() {
@@ -44,13 +41,13 @@ type readFn struct {
 }
 
 func (fn *readFn) Setup() {
-	fn.rs = splits.attach(fn.ReadID, fn.Cfg)
+	fn.rs = readers.attach(fn.ReadID, fn.Cfg)
 }
 
 // Teardown releases the read's splits when the process's last instance
 // goes: what they hold goes back to Pub/Sub at once.
 func (fn *readFn) Teardown() {
-	splits.detach(fn.ReadID)
+	readers.detach(fn.ReadID)
 }
 
 func (fn *readFn) CreateInitialRestriction(Split) Restriction { return Restriction{} }
@@ -84,7 +81,7 @@ func (fn *readFn) CreateWatermarkEstimator(state int64) *watermarkEstimator {
 func (fn *readFn) WatermarkEstimatorState(e *watermarkEstimator) int64 { return e.state }
 
 func (fn *readFn) ProcessElement(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, split Split, emit emitFn, dead deadFn) (sdf.ProcessContinuation, error) {
-	return fn.process(ctx, we, rt, split, emit, dead, nil)
+	return fn.runBundle(ctx, we, rt, split, emit, dead, nil)
 }
 
 // finalizingReadFn is readFn plus bundle finalization, used where the SDK
@@ -108,65 +105,60 @@ func (fn *finalizingReadFn) StartBundle(context.Context, emitFn, deadFn) {
 }
 
 func (fn *finalizingReadFn) ProcessElement(ctx context.Context, we *watermarkEstimator, bf beam.BundleFinalization, rt *sdf.LockRTracker, split Split, emit emitFn, dead deadFn) (sdf.ProcessContinuation, error) {
-	return fn.process(ctx, we, rt, split, emit, dead, func(r *splitReader, ackIDs []string) {
+	return fn.runBundle(ctx, we, rt, split, emit, dead, func(r *splitReader, ids []ackID) {
 		fn.watch.register(ctx, bf, time.Now(), func() {
-			fn.rs.stats.add(acksFinalization, r.ack(ackIDs))
+			fn.rs.stats.add(acksFinalization, r.ack(ids))
 		})
 	})
 }
 
-// process is one bundle of one split: ack what the previous bundle emitted,
-// emit what is buffered, and checkpoint with this bundle's ack IDs.
-// finalize, when set, registers the early ack of this bundle's messages.
-func (fn *readFn) process(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, split Split, emit emitFn, dead deadFn, finalize func(*splitReader, []string)) (sdf.ProcessContinuation, error) {
+// runBundle is one bundle of one split: ack what the previous bundle
+// emitted, emit what is buffered, and checkpoint with this bundle's ack
+// IDs. finalize, when set, registers the early ack of this bundle's
+// messages.
+func (fn *readFn) runBundle(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, split Split, emit emitFn, dead deadFn, finalize func(*splitReader, []ackID)) (sdf.ProcessContinuation, error) {
 	rest := rt.GetRestriction().(Restriction)
 	key := splitKey{read: fn.ReadID, index: split.Index}
-	r, rs := splits.reader(key, split, fn.Cfg)
+	r, rs := readers.reader(key, split, fn.Cfg)
 	defer rs.stats.flush(ctx, rs.budget)
 
-	fn.ackCommitted(ctx, r, rs.stats, rest)
-	// Anything this split emitted under this bundle's number or later is
-	// output the runner discarded: this bundle is a retry.
-	r.giveBack(rest.Seq)
-
+	share := splitShare(fn.Cfg.MaxMessages, split.Index, fn.SplitCount, len(fn.Cfg.Subscriptions))
+	limit := fn.Cfg.MaxRecordsPerBundle
+	if share >= 0 {
+		limit = int(min(int64(limit), max(share-rest.Emitted, 0)))
+	}
+	batch, err := r.beginBundle(ctx, rest, limit)
 	if rest.Final {
-		splits.releaseSplit(key, nackedRelease)
+		readers.releaseSplit(key, nackedRelease)
 		we.finish()
 		rt.TryClaim(finishClaim{})
 		return sdf.StopProcessing(), nil
 	}
-	if err := r.poll(ctx); err != nil {
+	if err != nil {
 		return sdf.StopProcessing(), err
 	}
-
-	limit := fn.Cfg.MaxRecordsPerBundle
-	share := splitShare(fn.Cfg.MaxMessages, split.Index, fn.SplitCount, len(fn.Cfg.Subscriptions))
-	if share >= 0 {
-		limit = int(min(int64(limit), max(share-rest.Emitted, 0)))
-	}
-	batch := r.drain(limit, rest.Seq)
-	claimed, err := fn.emitBatch(r, rs.stats, rt, rest.Seq, batch, emit, dead)
+	out, err := fn.emitBatch(r, rt, rest.Seq, batch, emit, dead)
 	if err != nil {
 		return sdf.StopProcessing(), err
 	}
 	if finalize != nil {
-		finalize(r, claimed)
+		finalize(r, out.claimed)
 	}
 
 	now := time.Now()
-	snap := r.snapshot(now.Add(-fn.Cfg.WatermarkWindow))
+	state := r.endBundle(out.nacks, out.newest, now.Add(-fn.Cfg.WatermarkWindow))
 	policy := watermarkPolicy{Window: fn.Cfg.WatermarkWindow, Idle: fn.Cfg.WatermarkIdle, Lateness: fn.Cfg.WatermarkLateness}
-	we.advance(policy.next(now, snap))
+	we.advance(policy.next(now, state))
 
 	reachedShare := share >= 0 && rest.Emitted+int64(len(batch)) >= share
-	idle := fn.Cfg.IdleTimeout > 0 && snap.buffered == 0 && now.Sub(snap.lastArrival) >= fn.Cfg.IdleTimeout
+	idle := fn.Cfg.IdleTimeout > 0 && state.buffered == 0 && now.Sub(state.listeningSince) >= fn.Cfg.IdleTimeout
 	if reachedShare || idle {
 		rt.Mu.Lock()
 		rt.Rt.(*tracker).finishAfterThisBundle()
 		rt.Mu.Unlock()
 		return sdf.ResumeProcessingIn(0), nil
 	}
-	if len(batch) > 0 || snap.buffered > 0 {
+	if len(batch) > 0 || state.buffered > 0 {
 		// Resume at once so this bundle's acks go out and free the
 		// client's flow control.
 		return sdf.ResumeProcessingIn(0), nil
@@ -174,102 +166,62 @@ func (fn *readFn) process(ctx context.Context, we *watermarkEstimator, rt *sdf.L
 	return sdf.ResumeProcessingIn(fn.Cfg.PollDelay), nil
 }
 
-// ackCommitted acks what the bundle before rest emitted: the runner
-// persisted rest, so it committed that bundle.
-func (fn *readFn) ackCommitted(ctx context.Context, r *splitReader, st *stats, rest Restriction) {
-	if len(rest.AckIDs) == 0 {
-		return
-	}
-	if rest.Owner == processID {
-		st.add(acksResume, r.ack(rest.AckIDs))
-		return
-	}
-	ids := make([]string, 0, len(rest.AckIDs))
-	for _, id := range rest.AckIDs {
-		if !strings.HasPrefix(id, syntheticAckIDPrefix) {
-			ids = append(ids, id)
-		}
-	}
-	if err := r.acknowledgeRemote(ctx, ids); err != nil {
-		// At-least-once holds: unacked messages are redelivered.
-		st.add(ackRPCFailures, 1)
-		log.Warnf(ctx, "pubsubio: acking %d messages of %s emitted by another worker failed; Pub/Sub will redeliver them: %v", len(rest.AckIDs), r.split.Subscription, err)
-		return
-	}
-	st.add(acksRPC, len(ids))
-	st.add(messagesAcked, len(ids))
+// emitted is what emitBatch did with a batch.
+type emitted struct {
+	claimed []ackID     // what this bundle acks once committed
+	nacks   []*delivery // not decodable under DecodeNack: nacked at the end of the bundle
+	newest  time.Time   // the newest event time emitted
 }
 
-// emitBatch claims and emits batch and returns the ack IDs it claimed:
-// what this bundle acks once committed. A message that fails to decode
-// (decodeError) follows DecodePolicy. Under DecodeFail it fails the bundle;
-// so does a downstream failure (a panic out of emit). Either way everything
-// this bundle emitted goes back to Pub/Sub at once, because the runner will
-// discard this bundle's output.
-func (fn *readFn) emitBatch(r *splitReader, st *stats, rt *sdf.LockRTracker, seq int64, batch []*delivery, emit emitFn, dead deadFn) (claimed []string, err error) {
+// emitBatch claims and emits batch. A message that did not decode follows
+// DecodePolicy. Under DecodeFail it fails the bundle; so does a downstream
+// failure (a panic out of emit). Either way everything this bundle emitted
+// goes back to Pub/Sub at once, because the runner will discard this
+// bundle's output.
+func (fn *readFn) emitBatch(r *splitReader, rt *sdf.LockRTracker, seq int64, batch []*delivery, emit emitFn, dead deadFn) (out emitted, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			r.giveBack(seq)
+			r.abandonBundle(seq)
 			panic(p)
 		}
 	}()
-	newest := time.Time{}
+	st := r.stats
 	for _, d := range batch {
-		decodeErr := fn.decodeError(d)
-		if decodeErr != nil {
+		if d.err != nil {
 			st.add(decodeFailures, 1)
 			switch fn.Cfg.DecodePolicy {
 			case DecodeNack:
 				// Not claimed: the subscription's dead-letter policy takes
 				// it from here, and an ack after the nack must not undo that.
-				r.nackOne(d, nackedDecode)
+				out.nacks = append(out.nacks, d)
 				continue
 			case DecodeDrop, DecodeDeadLetter:
 				// Claimed, so acked with the bundle; emitted below only as a
 				// dead letter.
 			default:
-				r.giveBack(seq)
-				return nil, fmt.Errorf("pubsubio: message %s from %s cannot be decoded: %w (the bundle fails and the message is redelivered; fix the publisher, or set DecodePolicy to %s, %s or %s)",
-					d.msg.ID, d.msg.Subscription, decodeErr, DecodeDrop, DecodeNack, DecodeDeadLetter)
+				r.abandonBundle(seq)
+				return emitted{}, fmt.Errorf("pubsubio.Read: message %s from %s cannot be decoded, so the bundle fails and the message is redelivered: fix the publisher, or set DecodePolicy %s, %s or %s: %w",
+					d.msg.ID, d.msg.Subscription, DecodeDrop, DecodeNack, DecodeDeadLetter, d.err)
 			}
 		}
 		if !rt.TryClaim(d.ackID) {
-			r.giveBack(seq)
-			return nil, fmt.Errorf("pubsubio: split %d of %s could not claim a message: %w", r.split.Index, r.split.Subscription, rt.GetError())
+			r.abandonBundle(seq)
+			return emitted{}, fmt.Errorf("pubsubio.Read: split %d of %s could not claim a message: %w", r.split.Index, r.split.Subscription, rt.GetError())
 		}
-		claimed = append(claimed, d.ackID)
-		if decodeErr != nil {
+		out.claimed = append(out.claimed, d.ackID)
+		if d.err != nil {
 			if fn.Cfg.DecodePolicy == DecodeDeadLetter {
-				f := dlq.New(dlq.StageDecode, d.msg, decodeErr, d.msg.DeliveryAttempt, r.now())
+				f := dlq.New(dlq.StageDecode, d.msg, d.err, d.msg.DeliveryAttempt, r.now())
 				f.Subscription = d.msg.Subscription
-				dead(mtime.FromTime(d.fallbackEventTime()), f)
+				dead(mtime.FromTime(d.eventTime), f)
 			}
 			continue
 		}
 		emit(mtime.FromTime(d.eventTime), d.msg)
 		st.add(messagesEmitted, 1)
-		if d.eventTime.After(newest) {
-			newest = d.eventTime
+		if d.eventTime.After(out.newest) {
+			out.newest = d.eventTime
 		}
 	}
-	r.noteEmitted(newest)
-	return claimed, nil
-}
-
-// decodeError returns why d cannot be emitted as a message: a malformed
-// timestamp attribute, or a payload that does not hold Cfg.Format.
-func (fn *readFn) decodeError(d *delivery) error {
-	if d.eventErr != nil {
-		return d.eventErr
-	}
-	return fn.Cfg.Format.Check(d.msg.Data)
-}
-
-// fallbackEventTime is d's event time, or its publish time when the
-// timestamp attribute did not parse.
-func (d *delivery) fallbackEventTime() time.Time {
-	if d.eventErr != nil {
-		return d.msg.PublishTime
-	}
-	return d.eventTime
+	return out, nil
 }

@@ -18,7 +18,7 @@ var processID = newProcessID()
 func newProcessID() string {
 	b := make([]byte, 8)
 	if _, err := rand.Read(b); err != nil {
-		panic("pubsubio: no randomness for the process ID: " + err.Error())
+		panic("pubsubio.Read: no randomness for the process ID: " + err.Error())
 	}
 	return hex.EncodeToString(b)
 }
@@ -30,13 +30,13 @@ type splitKey struct {
 	index int
 }
 
-// readState is what one read keeps per process: its splits, its budget and
-// its counts, and how many DoFn instances use it.
+// readState is what one read keeps per process: its split readers, its
+// budget and its counts, and how many DoFn instances use it.
 type readState struct {
-	splits map[int]*splitReader
-	budget *budget
-	stats  *stats
-	users  int
+	readers map[int]*splitReader
+	budget  *budget
+	stats   *stats
+	users   int
 }
 
 // registry holds every split reader of the process. Subscribers must
@@ -46,7 +46,7 @@ type readState struct {
 // the last DoFn instance of their read is torn down.
 type registry struct {
 	now  func() time.Time
-	dial func(context.Context, Split, Config) (subscription, error)
+	dial func(context.Context, Split, Config) (puller, error)
 
 	mu            sync.Mutex
 	reads         map[string]*readState
@@ -54,11 +54,12 @@ type registry struct {
 	janitorPeriod time.Duration
 }
 
-var splits = newRegistry(time.Now, func(ctx context.Context, s Split, cfg Config) (subscription, error) {
-	return dialSubscription(ctx, s.Subscription, cfg)
+// readers is the process's registry.
+var readers = newRegistry(time.Now, func(ctx context.Context, s Split, cfg Config) (puller, error) {
+	return dialPuller(ctx, s.Subscription, cfg)
 })
 
-func newRegistry(now func() time.Time, dial func(context.Context, Split, Config) (subscription, error)) *registry {
+func newRegistry(now func() time.Time, dial func(context.Context, Split, Config) (puller, error)) *registry {
 	return &registry{now: now, dial: dial, reads: map[string]*readState{}}
 }
 
@@ -75,9 +76,9 @@ func (g *registry) readLocked(read string, cfg Config) *readState {
 	rs := g.reads[read]
 	if rs == nil {
 		rs = &readState{
-			splits: map[int]*splitReader{},
-			budget: newBudget(cfg.BufferMaxMessages, cfg.BufferMaxBytes),
-			stats:  &stats{},
+			readers: map[int]*splitReader{},
+			budget:  newBudget(cfg.BufferMaxMessages, cfg.BufferMaxBytes),
+			stats:   newStats(),
 		}
 		g.reads[read] = rs
 	}
@@ -95,7 +96,7 @@ func (g *registry) detach(read string) {
 	rs.users--
 	var release []*splitReader
 	if rs.users <= 0 {
-		for _, r := range rs.splits {
+		for _, r := range rs.readers {
 			release = append(release, r)
 		}
 		delete(g.reads, read)
@@ -109,12 +110,12 @@ func (g *registry) reader(key splitKey, split Split, cfg Config) (*splitReader, 
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	rs := g.readLocked(key.read, cfg)
-	r := rs.splits[key.index]
+	r := rs.readers[key.index]
 	if r == nil {
-		r = newSplitReader(split, cfg, rs.budget, rs.stats, g.now, func(ctx context.Context) (subscription, error) {
+		r = newSplitReader(split, cfg, rs.budget, rs.stats, g.now, func(ctx context.Context) (puller, error) {
 			return g.dial(ctx, split, cfg)
 		})
-		rs.splits[key.index] = r
+		rs.readers[key.index] = r
 		g.startJanitorLocked(cfg.LeaseIdle)
 	}
 	r.touch()
@@ -126,8 +127,8 @@ func (g *registry) releaseSplit(key splitKey, reason counter) {
 	g.mu.Lock()
 	var r *splitReader
 	if rs := g.reads[key.read]; rs != nil {
-		r = rs.splits[key.index]
-		delete(rs.splits, key.index)
+		r = rs.readers[key.index]
+		delete(rs.readers, key.index)
 	}
 	g.mu.Unlock()
 	if r != nil {
@@ -166,16 +167,16 @@ func (g *registry) releaseIdle() {
 	g.mu.Lock()
 	var idle []*splitReader
 	for _, rs := range g.reads {
-		for i, r := range rs.splits {
+		for i, r := range rs.readers {
 			if r.idleSince(now.Add(-r.cfg.LeaseIdle)) {
 				idle = append(idle, r)
-				delete(rs.splits, i)
+				delete(rs.readers, i)
 			}
 		}
 	}
 	g.mu.Unlock()
 	for _, r := range idle {
-		log.Infof(context.Background(), "pubsubio: releasing split %d of %s: not polled for LeaseIdle %v; what it held goes back to Pub/Sub", r.split.Index, r.split.Subscription, r.cfg.LeaseIdle)
+		log.Infof(context.Background(), "pubsubio.Read: releasing split %d of %s: not polled for LeaseIdle %v; what it held goes back to Pub/Sub", r.split.Index, r.split.Subscription, r.cfg.LeaseIdle)
 	}
 	releaseAll(idle, nackedRelease)
 }

@@ -9,32 +9,32 @@ import (
 )
 
 // registryHarness is a registry with a hand-moved clock whose dial hands
-// out one fakeSub per split index.
+// out one fakePuller per split index.
 type registryHarness struct {
 	t     *testing.T
 	g     *registry
 	clock *fakeClock
 
 	mu    sync.Mutex
-	subs  map[int]*fakeSub
+	subs  map[int]*fakePuller
 	dials map[int]int
 }
 
 func newRegistryHarness(t *testing.T) *registryHarness {
-	h := &registryHarness{t: t, clock: newFakeClock(), subs: map[int]*fakeSub{}, dials: map[int]int{}}
-	h.g = newRegistry(h.clock.now, func(_ context.Context, s Split, _ Config) (subscription, error) {
+	h := &registryHarness{t: t, clock: newFakeClock(), subs: map[int]*fakePuller{}, dials: map[int]int{}}
+	h.g = newRegistry(h.clock.now, func(_ context.Context, s Split, _ Config) (puller, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.dials[s.Index]++
-		sub := newFakeSub()
+		sub := newFakePuller()
 		h.subs[s.Index] = sub
 		return sub, nil
 	})
 	return h
 }
 
-// sub returns the latest subscription dialed for split index.
-func (h *registryHarness) sub(index int) *fakeSub {
+// conn returns the latest puller dialed for split index.
+func (h *registryHarness) conn(index int) *fakePuller {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.subs[index]
@@ -70,11 +70,11 @@ func TestRegistryReleasesIdleSplits(t *testing.T) {
 	}
 	rB.budgetWait = 0 // B's crossing delivery stops its subscriber at once
 	runA, runB := pollRun(t, rA), pollRun(t, rB)
-	ctxA, ctxB := h.sub(0).nextReceive(t), h.sub(1).nextReceive(t)
+	ctxA, ctxB := h.conn(0).nextReceive(t), h.conn(1).nextReceive(t)
 	heldA := deliverN(rA, runA, "a", 3)
 	heldB := deliverN(rB, runB, "b", 2)
-	rA.drain(1, 0) // a0 pending, a1 and a2 buffered
-	rB.drain(1, 0)
+	drain(rA, 1, 0) // a0 pending, a1 and a2 buffered
+	drain(rB, 1, 0)
 
 	h.clock.advance(40 * time.Minute)
 	pollRun(t, rB) // B is still polled, A is not
@@ -88,7 +88,7 @@ func TestRegistryReleasesIdleSplits(t *testing.T) {
 		t.Errorf("messages_nacked_release = %d, want 3", got)
 	}
 	awaitDone(t, "idle split A", ctxA)
-	if got := h.sub(0).closeCount(); got != 1 {
+	if got := h.conn(0).closeCount(); got != 1 {
 		t.Errorf("split A's subscription closed %d times, want 1", got)
 	}
 	for i, fh := range heldB {
@@ -122,7 +122,7 @@ func TestRegistryDoesNotReleaseBeforeLeaseIdle(t *testing.T) {
 	r, _ := h.g.reader(key, planSplits(cfg.Subscriptions, cfg.Ordering, 1)[0], cfg)
 	t.Cleanup(func() { r.release(nackedRelease) })
 	run := pollRun(t, r)
-	ctx := h.sub(0).nextReceive(t)
+	ctx := h.conn(0).nextReceive(t)
 	held := deliverN(r, run, "m", 1)
 
 	h.clock.advance(cfg.LeaseIdle) // exactly LeaseIdle: not yet
@@ -155,7 +155,7 @@ func TestBudgetSharedBySplitsOfOneRead(t *testing.T) {
 
 	rB.budgetWait = 0 // B's crossing delivery stops its subscriber at once
 	runA, runB := pollRun(t, rA), pollRun(t, rB)
-	ctxA, ctxB := h.sub(0).nextReceive(t), h.sub(1).nextReceive(t)
+	ctxA, ctxB := h.conn(0).nextReceive(t), h.conn(1).nextReceive(t)
 	runOther := pollRun(t, rOther)
 	heldA := deliverN(rA, runA, "a", 2) // fills the read's budget
 
@@ -181,16 +181,16 @@ func TestBudgetSharedBySplitsOfOneRead(t *testing.T) {
 
 	// Draining A frees the shared budget; B's next poll restarts it and
 	// its deliveries fit again.
-	rA.drain(10, 0)
+	drain(rA, 10, 0)
 	runB2 := pollRun(t, rB)
-	h.sub(1).nextReceive(t)
+	h.conn(1).nextReceive(t)
 	if got := rsA.stats.get(subscriberRestarts); got != 1 {
 		t.Errorf("subscriber_restarts = %d, want 1", got)
 	}
 	fits := &fakeHandle{}
 	deliverTo(rB, runB2, msg("b1", "x"), fits, "ack-b1")
 	fits.check(t, "split B's delivery after A drained", 0, 0)
-	if got := ackIDsOf(rB.drain(10, 0)); len(got) != 1 || got[0] != "ack-b1" {
+	if got := ackIDsOf(drain(rB, 10, 0)); len(got) != 1 || got[0] != "ack-b1" {
 		t.Errorf("split B drained %v, want [ack-b1]", got)
 	}
 }
@@ -203,7 +203,7 @@ func TestRegistryDetachReleasesWithLastUser(t *testing.T) {
 	r, _ := h.g.reader(splitKey{read: "read-1", index: 0}, planSplits(cfg.Subscriptions, cfg.Ordering, 1)[0], cfg)
 	t.Cleanup(func() { r.release(nackedRelease) })
 	run := pollRun(t, r)
-	ctx := h.sub(0).nextReceive(t)
+	ctx := h.conn(0).nextReceive(t)
 	held := deliverN(r, run, "m", 1)
 
 	h.g.detach("read-1")

@@ -44,7 +44,7 @@ type finishClaim struct{}
 type tracker struct {
 	rest      Restriction
 	owner     string
-	claimed   []string
+	claimed   []ackID
 	finishing bool // the residual ends the read (bounded reads)
 	done      bool
 	err       error
@@ -54,20 +54,20 @@ func newTracker(rest Restriction, owner string) *tracker {
 	return &tracker{rest: rest, owner: owner}
 }
 
-// TryClaim claims an ack ID (string) or, with finishClaim, ends the split.
+// TryClaim claims an ackID or, with finishClaim, ends the split.
 func (t *tracker) TryClaim(pos any) bool {
 	if t.done {
 		return false
 	}
 	switch p := pos.(type) {
-	case string:
+	case ackID:
 		t.claimed = append(t.claimed, p)
 		return true
 	case finishClaim:
 		t.done = true
 		return false
 	default:
-		t.err = fmt.Errorf("pubsubio: tracker cannot claim %T; this is a bug", pos)
+		t.err = fmt.Errorf("pubsubio.Read: the tracker cannot claim %T; this is a bug", pos)
 		return false
 	}
 }
@@ -84,10 +84,14 @@ func (t *tracker) TrySplit(fraction float64) (primary, residual any, err error) 
 		return t.rest, nil, nil
 	}
 	t.done = true
+	var ids []string
+	for _, id := range t.claimed {
+		ids = append(ids, string(id))
+	}
 	res := Restriction{
 		Seq:     t.rest.Seq + 1,
 		Owner:   t.owner,
-		AckIDs:  t.claimed,
+		AckIDs:  ids,
 		Emitted: t.rest.Emitted + int64(len(t.claimed)),
 		Final:   t.finishing,
 	}
@@ -106,10 +110,10 @@ func (t *tracker) GetProgress() (done, remaining float64) {
 	return float64(len(t.claimed)), 1
 }
 
-func (t *tracker) IsDone() bool         { return t.done }
-func (t *tracker) GetError() error      { return t.err }
-func (t *tracker) GetRestriction() any  { return t.rest }
-func (t *tracker) IsBounded() bool      { return t.rest.Final }
-func (t *tracker) claimedIDs() []string { return t.claimed }
+func (t *tracker) IsDone() bool        { return t.done }
+func (t *tracker) GetError() error     { return t.err }
+func (t *tracker) GetRestriction() any { return t.rest }
+func (t *tracker) IsBounded() bool     { return t.rest.Final }
+func (t *tracker) claimedIDs() []ackID { return t.claimed }
 
 var _ sdf.BoundableRTracker = (*tracker)(nil)

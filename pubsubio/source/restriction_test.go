@@ -160,12 +160,12 @@ func TestTrackerClaims(t *testing.T) {
 	if tr.IsDone() {
 		t.Fatal("a new tracker is done")
 	}
-	for _, id := range []string{"a", "b", "c"} {
+	for _, id := range []ackID{"a", "b", "c"} {
 		if !tr.TryClaim(id) {
 			t.Fatalf("TryClaim(%q) = false", id)
 		}
 	}
-	if diff := cmp.Diff([]string{"a", "b", "c"}, tr.claimedIDs()); diff != "" {
+	if diff := cmp.Diff([]ackID{"a", "b", "c"}, tr.claimedIDs()); diff != "" {
 		t.Errorf("claimed IDs (-want +got):\n%s", diff)
 	}
 	if done, remaining := tr.GetProgress(); done != 3 || remaining <= 0 {
@@ -182,8 +182,8 @@ func TestTrackerClaims(t *testing.T) {
 func TestTrackerCheckpointMovesClaimsIntoResidual(t *testing.T) {
 	rest := Restriction{Seq: 4, Owner: "previous-owner", AckIDs: []string{"old-1"}, Emitted: 10}
 	tr := newTracker(rest, "me")
-	tr.TryClaim("a")
-	tr.TryClaim("b")
+	tr.TryClaim(ackID("a"))
+	tr.TryClaim(ackID("b"))
 
 	_, residual, err := tr.TrySplit(0)
 	if err != nil {
@@ -196,7 +196,7 @@ func TestTrackerCheckpointMovesClaimsIntoResidual(t *testing.T) {
 	if !tr.IsDone() {
 		t.Error("tracker not done after the self-checkpoint")
 	}
-	if tr.TryClaim("c") {
+	if tr.TryClaim(ackID("c")) {
 		t.Error("TryClaim succeeded after the self-checkpoint")
 	}
 	if _, again, _ := tr.TrySplit(0); again != nil {
@@ -223,7 +223,7 @@ func TestTrackerRefusesFractionalSplits(t *testing.T) {
 	rest := Restriction{Seq: 2, Owner: "o", AckIDs: []string{"x"}, Emitted: 5}
 	for _, fraction := range []float64{0.01, 0.5, 1} {
 		tr := newTracker(rest, "me")
-		tr.TryClaim("a")
+		tr.TryClaim(ackID("a"))
 		primary, residual, err := tr.TrySplit(fraction)
 		if err != nil {
 			t.Errorf("TrySplit(%v): error %v, want none", fraction, err)
@@ -237,7 +237,7 @@ func TestTrackerRefusesFractionalSplits(t *testing.T) {
 		if tr.IsDone() {
 			t.Errorf("TrySplit(%v) ended the tracker", fraction)
 		}
-		if !tr.TryClaim("b") {
+		if !tr.TryClaim(ackID("b")) {
 			t.Errorf("TryClaim after a refused TrySplit(%v) failed", fraction)
 		}
 	}
@@ -245,7 +245,7 @@ func TestTrackerRefusesFractionalSplits(t *testing.T) {
 
 func TestTrackerFinishAfterThisBundleMakesResidualFinal(t *testing.T) {
 	tr := newTracker(Restriction{Seq: 1, Emitted: 9}, "me")
-	tr.TryClaim("a")
+	tr.TryClaim(ackID("a"))
 	tr.finishAfterThisBundle()
 	_, residual, err := tr.TrySplit(0)
 	if err != nil {
@@ -268,7 +268,7 @@ func TestTrackerFinishClaimEndsSplit(t *testing.T) {
 	if tr.GetError() != nil {
 		t.Errorf("GetError after finishClaim: %v", tr.GetError())
 	}
-	if tr.TryClaim("late") {
+	if tr.TryClaim(ackID("late")) {
 		t.Error("TryClaim succeeded after finishClaim")
 	}
 	if _, residual, _ := tr.TrySplit(0); residual != nil {

@@ -9,14 +9,6 @@ import (
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
-func testSubs(n int) []model.Subscription {
-	subs := make([]model.Subscription, n)
-	for i := range subs {
-		subs[i] = model.SubscriptionOf("pubsubio-test", fmt.Sprintf("sub-%d", i))
-	}
-	return subs
-}
-
 func TestPlanSplits(t *testing.T) {
 	for _, nSubs := range []int{1, 2, 3, 5} {
 		for _, splits := range []int{0, 1, 2, 3, 4, 7, 10} {

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -121,7 +122,7 @@ func (p StartPosition) validate(field string, sub model.Subscription) []error {
 		if p.Snapshot == "" {
 			bad("Kind %s needs Snapshot: name the snapshot to seek to (StartFromSnapshot)", p.Kind)
 		} else if _, err := snapshotName(p.Snapshot, sub); err != nil {
-			bad("%v", err)
+			bad("Snapshot: %v", err)
 		}
 	default:
 		bad("Kind %q is unknown; use %q (default), %q, %q, %q or %q", p.Kind,
@@ -185,13 +186,13 @@ func snapshotName(name string, sub model.Subscription) (string, error) {
 	if strings.Contains(name, "/") {
 		parts := strings.Split(name, "/")
 		if len(parts) != 4 || parts[0] != "projects" || parts[2] != "snapshots" {
-			return "", fmt.Errorf("Snapshot %q is neither a snapshot ID nor a name of the form projects/PROJECT/snapshots/ID", name)
+			return "", fmt.Errorf("%q is neither a snapshot ID nor a name of the form projects/PROJECT/snapshots/ID", name)
 		}
 		project, id = parts[1], parts[3]
 	}
 	// A snapshot ID obeys the same rules as a subscription ID.
 	if err := model.SubscriptionOf(project, id).Validate(); err != nil {
-		return "", fmt.Errorf("Snapshot %q: %s", name, strings.Replace(err.Error(), "subscription", "snapshot", 1))
+		return "", errors.New(strings.Replace(err.Error(), "subscription", "snapshot", 1))
 	}
 	return "projects/" + project + "/snapshots/" + id, nil
 }

@@ -41,12 +41,12 @@ type watermarkPolicy struct {
 }
 
 // next is the watermark candidate at now; the estimator keeps it monotone.
-func (p watermarkPolicy) next(now time.Time, s snapshot) time.Time {
+func (p watermarkPolicy) next(now time.Time, s splitState) time.Time {
 	ceiling := now.Add(-p.Lateness)
 	switch {
 	case !s.oldestRecent.IsZero():
 		return earliest(s.oldestRecent, ceiling)
-	case now.Sub(s.lastArrival) >= p.Idle:
+	case now.Sub(s.listeningSince) >= p.Idle:
 		return ceiling
 	case !s.newestEmitted.IsZero():
 		return earliest(s.newestEmitted, ceiling)

@@ -15,47 +15,47 @@ func TestWatermarkPolicy(t *testing.T) {
 	ceiling := now.Add(-testPolicy.Lateness)
 	cases := []struct {
 		name string
-		snap snapshot
+		snap splitState
 		want time.Time
 	}{
 		{
 			"oldest recent buffered event time holds it",
-			snapshot{buffered: 3, lastArrival: now.Add(-time.Second), oldestRecent: now.Add(-time.Hour), newestEmitted: now.Add(-time.Minute)},
+			splitState{buffered: 3, listeningSince: now.Add(-time.Second), oldestRecent: now.Add(-time.Hour), newestEmitted: now.Add(-time.Minute)},
 			now.Add(-time.Hour),
 		},
 		{
 			"oldest recent buffered holds it even when idle",
-			snapshot{buffered: 1, lastArrival: now.Add(-30 * time.Second), oldestRecent: now.Add(-time.Hour)},
+			splitState{buffered: 1, listeningSince: now.Add(-30 * time.Second), oldestRecent: now.Add(-time.Hour)},
 			now.Add(-time.Hour),
 		},
 		{
 			"oldest recent buffered is capped at now minus lateness",
-			snapshot{buffered: 1, lastArrival: now, oldestRecent: now.Add(time.Hour)},
+			splitState{buffered: 1, listeningSince: now, oldestRecent: now.Add(time.Hour)},
 			ceiling,
 		},
 		{
 			"idle: now minus lateness",
-			snapshot{lastArrival: now.Add(-testPolicy.Idle), newestEmitted: now.Add(-time.Hour)},
+			splitState{listeningSince: now.Add(-testPolicy.Idle), newestEmitted: now.Add(-time.Hour)},
 			ceiling,
 		},
 		{
 			"idle for long: now minus lateness",
-			snapshot{lastArrival: now.Add(-24 * time.Hour)},
+			splitState{listeningSince: now.Add(-24 * time.Hour)},
 			ceiling,
 		},
 		{
 			"active, empty buffer: newest emitted",
-			snapshot{lastArrival: now.Add(-time.Second), newestEmitted: now.Add(-time.Hour)},
+			splitState{listeningSince: now.Add(-time.Second), newestEmitted: now.Add(-time.Hour)},
 			now.Add(-time.Hour),
 		},
 		{
 			"active, empty buffer: newest emitted capped at now minus lateness",
-			snapshot{lastArrival: now.Add(-time.Second), newestEmitted: now.Add(-time.Second)},
+			splitState{listeningSince: now.Add(-time.Second), newestEmitted: now.Add(-time.Second)},
 			ceiling,
 		},
 		{
 			"active, nothing emitted yet: no candidate",
-			snapshot{lastArrival: now.Add(-time.Second)},
+			splitState{listeningSince: now.Add(-time.Second)},
 			time.Time{},
 		},
 	}
@@ -111,7 +111,7 @@ func TestWatermarkFromSplitReader(t *testing.T) {
 	step := func(what string, want time.Time) {
 		t.Helper()
 		now := h.clock.now()
-		e.advance(policy.next(now, h.r.snapshot(now.Add(-cfg.WatermarkWindow))))
+		e.advance(policy.next(now, state(h.r, now.Add(-cfg.WatermarkWindow))))
 		if got := e.CurrentWatermark(); !got.Equal(want) {
 			t.Errorf("%s: watermark %v, want %v", what, got, want)
 		}
@@ -128,9 +128,9 @@ func TestWatermarkFromSplitReader(t *testing.T) {
 
 	// Emitting b leaves a at the head.
 	h.clock.advance(time.Second)
-	drained := h.r.drain(3, 0)
+	drained := drain(h.r, 3, 0)
 	for _, d := range drained {
-		h.r.noteEmitted(d.eventTime)
+		h.r.endBundle(nil, d.eventTime, time.Time{})
 	}
 	step("active, empty buffer: newest emitted", t0.Add(-30*time.Minute))
 
@@ -139,7 +139,7 @@ func TestWatermarkFromSplitReader(t *testing.T) {
 	step("late arrival does not move it back", t0.Add(-30*time.Minute))
 
 	// Buffered for longer than the window: no longer holds the watermark.
-	h.r.drain(10, 1)
+	drain(h.r, 10, 1)
 	h.clock.advance(2 * time.Minute)
 	now := h.clock.now()
 	step("idle: now minus lateness", now.Add(-5*time.Second))
@@ -160,14 +160,14 @@ func TestSnapshotOldestRecentRespectsWindow(t *testing.T) {
 	deliverTo(h.r, run, &pubsub.Message{ID: "new", PublishTime: t0.Add(-time.Minute)}, &fakeHandle{}, "ack-new")
 	now := h.clock.now()
 
-	s := h.r.snapshot(now.Add(-time.Minute))
+	s := state(h.r, now.Add(-time.Minute))
 	if !s.oldestRecent.Equal(t0.Add(-time.Minute)) {
 		t.Errorf("oldestRecent %v, want %v (the message outside the window must not count)", s.oldestRecent, t0.Add(-time.Minute))
 	}
-	if s.buffered != 2 || !s.lastArrival.Equal(now) {
+	if s.buffered != 2 || !s.listeningSince.Equal(now) {
 		t.Errorf("snapshot %+v: want 2 buffered, last arrival %v", s, now)
 	}
-	s = h.r.snapshot(now.Add(-time.Hour))
+	s = state(h.r, now.Add(-time.Hour))
 	if !s.oldestRecent.Equal(t0.Add(-time.Hour)) {
 		t.Errorf("with a wider window: oldestRecent %v, want %v", s.oldestRecent, t0.Add(-time.Hour))
 	}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/grpccode"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -23,61 +24,61 @@ import (
 // other codes describe the service, not a message. Everything else fails
 // the bundle, so an outage backpressures and restarts instead of bleeding
 // the stream into a dropping policy.
-func (w *writer) complete(p *pending) {
-	if p.epoch != w.epoch {
+func (w *writer) complete(ctx context.Context, o *outbound) {
+	if o.epoch != w.epoch {
 		return // from a bundle that failed; its elements are being retried
 	}
-	d := p.dest
+	d := o.dest
 	d.inflight--
 	w.inflightMsgs--
-	w.inflightBytes -= p.size
-	if p.err == nil {
-		w.stats.sent(w.cfg.PerDestinationMetrics, d.topic, p)
+	w.inflightBytes -= o.size
+	if o.err == nil {
+		w.stats.sent(w.cfg.PerDestinationMetrics, d.topic, o)
 		w.rejections, w.lastRejection = 0, nil
 		return
 	}
-	err := p.err
+	err := o.err
 	// The client pauses an ordering key after any failure on it and fails
 	// every later batch of the key with ErrPublishingPaused until
-	// ResumePublish (publisher.go, publishMessageBundle). Such a message has
-	// no failure of its own: it is parked and republished once the key is
-	// resumed, whatever the disposition, and never counted.
+	// ResumePublish. Such a message has no failure of its own: it is parked
+	// and republished once the key is resumed, whatever the disposition, and
+	// never counted.
 	if errors.As(err, new(pubsub.ErrPublishingPaused)) {
 		w.stats.cascaded++
-		w.park(d, p, nil)
+		w.park(d, o, nil)
 		return
 	}
-	code, _ := dlq.CodeOf(err)
+	code, _ := grpccode.Of(err)
 	switch {
 	case code == codes.NotFound:
 		w.countRoot(code, err)
 		if w.cfg.CreateDisposition == CreateNever {
-			w.setErr(fmt.Errorf("pubsubio.Write: topic %s does not exist (NOT_FOUND) and CreateDisposition is %s; create the topic, fix the destination, or use %s: %w",
+			w.fail(fmt.Errorf("pubsubio.Write: topic %s does not exist and CreateDisposition is %s: create it, fix the destination, or use %s: %w",
 				d.topic, CreateNever, CreateIfNeeded, err))
 			return
 		}
 		d.notFound = true
-		w.park(d, p, err)
-	case code == codes.InvalidArgument && p.solo:
+		w.park(d, o, err)
+	case code == codes.InvalidArgument && o.solo:
 		// A verdict of its own: a confirmed rejection.
 		w.countRoot(code, err)
-		if p.msg.OrderingKey != "" {
+		if o.msg.OrderingKey != "" {
 			// The client paused the key; nothing of it is in flight (the
 			// message was alone), so the repair resumes it before the key's
 			// next message, or the drain does.
-			d.paused[p.msg.OrderingKey] = true
+			d.paused[o.msg.OrderingKey] = true
 		}
-		w.route(w.ctx, d.topic, p.msg, dlq.StagePublish, err, p.attempts)
+		w.route(ctx, d.topic, o.msg, dlq.StagePublish, err, o.attempts)
 	case code == codes.InvalidArgument:
 		// A verdict on the batch, not on this message: republish it alone
 		// (repair.go). Not counted: the batch's one status is on every
 		// message of it.
-		p.isolate = true
-		w.park(d, p, err)
+		o.isolate = true
+		w.park(d, o, err)
 	default:
 		w.countRoot(code, err)
-		w.setErr(fmt.Errorf("pubsubio.Write: publishing to %s failed with %s after the client's retries; the bundle fails (a runner that retries bundles publishes it again, at-least-once; Prism fails the job). %s: %w",
-			d.topic, dlq.CodeName(code), w.outageHint(code, d.topic), err))
+		w.fail(fmt.Errorf("pubsubio.Write: publishing to %s failed with %s after the client's retries: %s: %w",
+			d.topic, grpccode.Name(code), w.outageHint(code, d.topic), err))
 	}
 }
 
@@ -86,21 +87,21 @@ func (w *writer) complete(p *pending) {
 func (w *writer) outageHint(code codes.Code, topic model.Topic) string {
 	switch code {
 	case codes.PermissionDenied, codes.Unauthenticated:
-		return fmt.Sprintf("Grant the job's account pubsub.topics.publish on %s (roles/pubsub.publisher), or check Connection.CredentialsFile", topic)
+		return fmt.Sprintf("grant the job's account roles/pubsub.publisher on %s, or check Connection.CredentialsFile", topic)
 	case codes.ResourceExhausted:
-		return "Check the project's Pub/Sub publish quota, or lower MaxInFlightMessages/MaxInFlightBytes to publish less at once"
+		return "check the project's publish quota, or lower MaxInFlightMessages/MaxInFlightBytes"
 	case codes.DeadlineExceeded, codes.Unavailable, codes.Canceled, codes.Aborted, codes.Internal:
-		return fmt.Sprintf("The client retried for Publisher.Timeout %v; check that Pub/Sub is reachable from the workers, or raise Publisher.Timeout to ride out longer outages", w.cfg.Publisher.Timeout)
+		return fmt.Sprintf("check that Pub/Sub is reachable from the workers, or raise Publisher.Timeout %v to ride out longer outages", w.cfg.Publisher.Timeout)
 	default:
-		return "Check the topic and the job's access to it"
+		return "check the topic and the job's access to it"
 	}
 }
 
-// park sets p aside for the destination's repair. Parked messages count
+// park sets o aside for the destination's repair. Parked messages count
 // against neither cap: they left the publisher, and the repair republishes
 // the same messages.
-func (w *writer) park(d *dest, p *pending, cause error) {
-	d.parked = append(d.parked, p)
+func (w *writer) park(d *dest, o *outbound, cause error) {
+	d.parked = append(d.parked, o)
 	if cause != nil {
 		d.lastErr = cause
 	}
@@ -108,26 +109,26 @@ func (w *writer) park(d *dest, p *pending, cause error) {
 
 // route applies the failure policy to a message Pub/Sub will not take.
 func (w *writer) route(ctx context.Context, topic model.Topic, m model.Message, stage dlq.Stage, err error, attempts int) {
-	w.stats.sendErrors++
+	w.stats.sendErrors.Add(1)
 	w.rejections++
 	w.lastRejection = err
 	switch w.cfg.FailurePolicy {
 	case PolicyDrop:
-		w.stats.dropped++
-		w.warnf(ctx, "pubsubio: dropping a message to %s (FailurePolicy %s, stage %s, %d data bytes, ordering key %q): %v",
-			topic, PolicyDrop, stage, len(m.Data), m.OrderingKey, err)
+		w.stats.dropped.Add(1)
+		w.warnf(ctx, "pubsubio.Write: dropping a message to %s (FailurePolicy %s, stage %s, %d data bytes): %v",
+			topic, PolicyDrop, stage, len(m.Data), err)
 	case PolicyDeadLetter:
-		w.stats.deadLettered++
+		w.stats.deadLettered.Add(1)
 		f := dlq.New(stage, m, err, attempts, w.now())
 		f.Topic = topic
-		w.emit(f)
+		w.deadLetters = append(w.deadLetters, f)
 	default:
-		w.setErr(fmt.Errorf("pubsubio.Write: Pub/Sub will not take a message to %s (stage %s): %w; FailurePolicy is %s, so the bundle fails. Fix the message, or set FailurePolicy %s or %s to route such messages",
-			topic, stage, err, PolicyFail, PolicyDrop, PolicyDeadLetter))
+		w.fail(fmt.Errorf("pubsubio.Write: Pub/Sub will not take a message to %s (stage %s) and FailurePolicy is %s: fix the message, or route such messages with %s or %s: %w",
+			topic, stage, PolicyFail, PolicyDrop, PolicyDeadLetter, err))
 		return
 	}
 	if max := w.cfg.MaxConsecutiveRejections; max != -1 && w.rejections >= max {
-		w.setErr(fmt.Errorf("pubsubio.Write: MaxConsecutiveRejections %d reached: %d messages in a row were rejected with no successful publish between them (last: %v); the stream looks refused wholesale. Fix the messages, or raise MaxConsecutiveRejections (-1 for no bound)",
+		w.fail(fmt.Errorf("pubsubio.Write: MaxConsecutiveRejections %d reached: %d messages in a row were rejected, none published between them (last: %w); fix the messages, or raise MaxConsecutiveRejections (-1 for no bound)",
 			max, w.rejections, w.lastRejection))
 	}
 }

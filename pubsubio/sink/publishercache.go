@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/publishing"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -23,7 +24,7 @@ func (w *writer) destination(ctx context.Context, topic model.Topic) (*dest, err
 	if err := topic.Validate(); err != nil {
 		// A malformed name fails every message alike: a routing bug, not a
 		// bad record, so no failure policy applies.
-		return nil, w.setErr(fmt.Errorf("pubsubio.Write: a message's destination %q is not a valid topic: %w; fix Message.Topic", topic.String(), err))
+		return nil, w.fail(fmt.Errorf("pubsubio.Write: a message's destination %q is not a valid topic: %w; fix Message.Topic", topic.String(), err))
 	}
 	if len(w.dests) >= w.cfg.MaxActivePublishers {
 		if err := w.makeRoom(ctx); err != nil {
@@ -48,13 +49,13 @@ func (w *writer) destination(ctx context.Context, topic model.Topic) (*dest, err
 func (w *writer) makeRoom(ctx context.Context) error {
 	victim := w.leastRecentClean()
 	if victim == nil {
-		if err := w.settle(ctx, fmt.Sprintf("draining every publisher to make room under MaxActivePublishers %d", w.cfg.MaxActivePublishers)); err != nil {
+		if err := w.drainAll(ctx, fmt.Sprintf("draining every publisher to make room under MaxActivePublishers %d", w.cfg.MaxActivePublishers)); err != nil {
 			return err
 		}
 		victim = w.leastRecentClean()
 	}
 	if abandoned := w.release(ctx, []*dest{victim}, "capacity eviction"); len(abandoned) > 0 {
-		return w.setErr(fmt.Errorf("pubsubio.Write: the publisher of %s, released to make room under MaxActivePublishers %d, did not stop within ShutdownTimeout %v; the bundle fails rather than open another publisher beside it. Raise ShutdownTimeout or MaxActivePublishers",
+		return w.fail(fmt.Errorf("pubsubio.Write: the publisher of %s, released to make room under MaxActivePublishers %d, did not stop within ShutdownTimeout %v, so no other opens beside it: raise ShutdownTimeout or MaxActivePublishers",
 			victim.topic, w.cfg.MaxActivePublishers, w.cfg.ShutdownTimeout))
 	}
 	return nil
@@ -91,6 +92,45 @@ func (w *writer) evictIdle(ctx context.Context) {
 	w.release(ctx, idle, "idle eviction")
 }
 
+// release removes ds from the cache and stops their publishers against one
+// ShutdownTimeout (publishing.StopAll), returning the topics whose
+// publisher did not stop in time. An abandoned stop keeps running in the
+// background; it is logged with its topic and counted
+// (publisher_shutdowns_abandoned).
+func (w *writer) release(ctx context.Context, ds []*dest, why string) []model.Topic {
+	if len(ds) == 0 {
+		return nil
+	}
+	stops := make([]func(), len(ds))
+	for i, d := range ds {
+		w.lru.Remove(d.elem)
+		delete(w.dests, d.topic)
+		stops[i] = func() {
+			d.flusher.Wait() // the client's Flush and Stop must not overlap
+			d.pub.stop()
+		}
+	}
+	var abandoned []model.Topic
+	for _, i := range publishing.StopAll(w.cfg.ShutdownTimeout, stops...) {
+		t := ds[i].topic
+		abandoned = append(abandoned, t)
+		shutdownsAbandoned.Add(1)
+		w.warnf(ctx, "pubsubio.Write: the publisher of %s did not stop within ShutdownTimeout %v (%s); abandoned (it retries until Publisher.Timeout %v)",
+			t, w.cfg.ShutdownTimeout, why, w.cfg.Publisher.Timeout)
+	}
+	return abandoned
+}
+
+// flushAll asks every publisher with something in flight to send what it
+// batches now.
+func (w *writer) flushAll() {
+	for e := w.lru.Front(); e != nil; e = e.Next() {
+		if d := e.Value.(*dest); d.inflight > 0 {
+			d.flush()
+		}
+	}
+}
+
 // anyParked reports whether some destination has messages to repair.
 func (w *writer) anyParked() bool {
 	for e := w.lru.Front(); e != nil; e = e.Next() {
@@ -99,10 +139,4 @@ func (w *writer) anyParked() bool {
 		}
 	}
 	return false
-}
-
-// forget removes d from the cache.
-func (w *writer) forget(d *dest) {
-	w.lru.Remove(d.elem)
-	delete(w.dests, d.topic)
 }

@@ -13,9 +13,10 @@ import (
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
-// subscription is what a split needs from Pub/Sub: a streaming pull and
-// the Acknowledge RPC. An interface so that split tests can deliver by hand.
-type subscription interface {
+// puller is what a split needs from Pub/Sub: a streaming pull, and the
+// Acknowledge and ModifyAckDeadline RPCs. An interface so that split tests
+// can deliver by hand.
+type puller interface {
 	// receive streams messages into f until ctx is done or the stream fails
 	// permanently. f reports whether the split took the message; what it
 	// did not take, and what was pulled but never handed to f, is given
@@ -34,27 +35,27 @@ type subscription interface {
 // 512 KB request limit (ack IDs are a few hundred bytes).
 const maxAckIDsPerRequest = 1000
 
-// clientSubscription is a subscription read through the Pub/Sub client.
-type clientSubscription struct {
+// clientPuller is a puller over the Pub/Sub client.
+type clientPuller struct {
 	client   *pubsub.Client
 	name     string
 	settings pubsub.ReceiveSettings
 	pulled   *pulled // what the client pulled and has not handed over
 }
 
-func dialSubscription(ctx context.Context, sub model.Subscription, cfg Config) (subscription, error) {
+func dialPuller(ctx context.Context, sub model.Subscription, cfg Config) (puller, error) {
 	p := newPulled()
 	client, err := connection.NewClient(ctx, sub.Project, cfg.Connection, p.interceptor())
 	if err != nil {
-		return nil, fmt.Errorf("pubsubio: connecting to read %s: %w", sub, err)
+		return nil, fmt.Errorf("pubsubio.Read: connecting to read %s: %w", sub, err)
 	}
-	return &clientSubscription{client: client, name: sub.String(), settings: cfg.receiveSettings(), pulled: p}, nil
+	return &clientPuller{client: client, name: sub.String(), settings: cfg.receiveSettings(), pulled: p}, nil
 }
 
 // giveBackTimeout bounds the nack of what a stopped Receive left leased.
 const giveBackTimeout = 10 * time.Second
 
-func (s *clientSubscription) receive(ctx context.Context, f func(*pubsub.Message) bool) error {
+func (s *clientPuller) receive(ctx context.Context, f func(*pubsub.Message) bool) error {
 	sub := s.client.Subscriber(s.name)
 	sub.ReceiveSettings = s.settings
 	err := sub.Receive(ctx, func(_ context.Context, m *pubsub.Message) {
@@ -68,13 +69,13 @@ func (s *clientSubscription) receive(ctx context.Context, f func(*pubsub.Message
 		nctx, cancel := context.WithTimeout(context.Background(), giveBackTimeout)
 		defer cancel()
 		if nerr := s.nack(nctx, left); nerr != nil {
-			log.Warnf(nctx, "pubsubio: giving back %d messages the stopped subscriber of %s had pulled but not delivered failed (they return when their lease lapses): %v", len(left), s.name, nerr)
+			log.Warnf(nctx, "pubsubio.Read: giving back %d messages the stopped subscriber of %s had pulled but not delivered failed (they return when their lease lapses): %v", len(left), s.name, nerr)
 		}
 	}
 	return err
 }
 
-func (s *clientSubscription) acknowledge(ctx context.Context, ackIDs []string) error {
+func (s *clientPuller) acknowledge(ctx context.Context, ackIDs []string) error {
 	return inChunks(ackIDs, func(ids []string) error {
 		return s.client.SubscriptionAdminClient.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{
 			Subscription: s.name,
@@ -83,7 +84,7 @@ func (s *clientSubscription) acknowledge(ctx context.Context, ackIDs []string) e
 	})
 }
 
-func (s *clientSubscription) nack(ctx context.Context, ackIDs []string) error {
+func (s *clientPuller) nack(ctx context.Context, ackIDs []string) error {
 	return inChunks(ackIDs, func(ids []string) error {
 		return s.client.SubscriptionAdminClient.ModifyAckDeadline(ctx, &pubsubpb.ModifyAckDeadlineRequest{
 			Subscription:       s.name,
@@ -105,4 +106,4 @@ func inChunks(ackIDs []string, f func([]string) error) error {
 	return nil
 }
 
-func (s *clientSubscription) close() error { return s.client.Close() }
+func (s *clientPuller) close() error { return s.client.Close() }

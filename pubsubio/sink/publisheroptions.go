@@ -1,0 +1,171 @@
+package sink
+
+import (
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	gax "github.com/googleapis/gax-go/v2"
+	"google.golang.org/grpc/codes"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
+)
+
+// PublisherOptions map 1:1 onto the client's PublishSettings and its
+// Publish retry backoff. Zero fields take the client's defaults, so the
+// sink batches like the Publisher users already know.
+//
+// The client's flow control is not exposed: the writer's own in-flight caps
+// bound what is in flight, and the client's blocks inside Publish, where no
+// progress budget applies. Hedging is not exposed either: the client
+// refuses it with ordering, and a hedged duplicate defeats the sink's
+// per-message verdicts.
+type PublisherOptions struct {
+	// DelayThreshold sends a non-empty batch after this delay. If zero,
+	// DefaultDelayThreshold (10 ms) is used. Waits at the in-flight caps and
+	// at the end of a bundle flush anyway, so a long delay costs latency,
+	// never a stall.
+	DelayThreshold time.Duration
+	// CountThreshold sends a batch at this many messages, at most 1,000
+	// (Pub/Sub's per-request limit). If zero, DefaultCountThreshold (100)
+	// is used.
+	CountThreshold int
+	// ByteThreshold sends a batch at this many bytes, at most 1e7 (Pub/Sub's
+	// per-request limit). If zero, DefaultByteThreshold (1e6) is used.
+	ByteThreshold int
+	// NumGoroutines is the client's publish concurrency. If zero, the
+	// client's (25 x GOMAXPROCS) is used.
+	NumGoroutines int
+	// Timeout bounds one batch's publish, retries included, ordered
+	// publishes too. If zero, DefaultPublishTimeout (60 s) is used.
+	Timeout time.Duration
+	// EnableCompression gzips requests larger than CompressionBytesThreshold
+	// bytes (if zero, DefaultCompressionBytesThreshold, 240). Off by
+	// default, as in the client.
+	EnableCompression         bool
+	CompressionBytesThreshold int
+	// RetryInitialBackoff, RetryMaxBackoff and RetryMultiplier shape the
+	// client's retry of a failed Publish RPC on transient codes. If zero,
+	// the client's 100 ms, 60 s and 4 are used. Timeout bounds the whole
+	// retry.
+	RetryInitialBackoff time.Duration
+	RetryMaxBackoff     time.Duration
+	RetryMultiplier     float64
+	// EnableMessageOrdering publishes messages that share an ordering key
+	// in order; a message may carry an OrderingKey only with it. Order
+	// holds per key per writer: key the input by ordering key upstream, so
+	// that one key's messages reach one writer.
+	EnableMessageOrdering bool
+}
+
+// Defaults of the publisher options: the client's own. DefaultPublishSettings
+// is a variable, so these are spelled out; a test pins them to it, so a
+// client upgrade that changes a default is noticed.
+const (
+	DefaultDelayThreshold            = 10 * time.Millisecond
+	DefaultCountThreshold            = 100
+	DefaultByteThreshold             = 1e6
+	DefaultPublishTimeout            = 60 * time.Second
+	DefaultCompressionBytesThreshold = 240
+	// The Publish retry backoff of the client's default call options.
+	DefaultRetryInitialBackoff = 100 * time.Millisecond
+	DefaultRetryMaxBackoff     = 60 * time.Second
+	DefaultRetryMultiplier     = 4.0
+)
+
+// publishRetryCodes are the codes the client retries a Publish on by
+// default. Only the backoff is an option: which codes are transient is the
+// client's knowledge, not a tuning knob.
+var publishRetryCodes = []codes.Code{
+	codes.Aborted,
+	codes.Canceled,
+	codes.Internal,
+	codes.ResourceExhausted,
+	codes.Unknown,
+	codes.Unavailable,
+	codes.DeadlineExceeded,
+}
+
+// withDefaults returns p with every zero field set to its default.
+func (p PublisherOptions) withDefaults() PublisherOptions {
+	construct.Default(&p.DelayThreshold, DefaultDelayThreshold)
+	construct.Default(&p.CountThreshold, DefaultCountThreshold)
+	construct.Default(&p.ByteThreshold, DefaultByteThreshold)
+	construct.Default(&p.Timeout, DefaultPublishTimeout)
+	construct.Default(&p.CompressionBytesThreshold, DefaultCompressionBytesThreshold)
+	construct.Default(&p.RetryInitialBackoff, DefaultRetryInitialBackoff)
+	construct.Default(&p.RetryMaxBackoff, DefaultRetryMaxBackoff)
+	construct.Default(&p.RetryMultiplier, DefaultRetryMultiplier)
+	return p
+}
+
+func (p PublisherOptions) validate() []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if p.DelayThreshold <= 0 {
+		bad("Publisher.DelayThreshold %v must be positive", p.DelayThreshold)
+	}
+	// The client clamps a larger CountThreshold to MaxPublishRequestCount
+	// without a word, and never reaches a ByteThreshold above the request
+	// limit: both would be settings that do nothing.
+	if p.CountThreshold < 1 || p.CountThreshold > pubsub.MaxPublishRequestCount {
+		bad("Publisher.CountThreshold %d must be between 1 and %d, Pub/Sub's messages per request", p.CountThreshold, pubsub.MaxPublishRequestCount)
+	}
+	if p.ByteThreshold < 1 || p.ByteThreshold > pubsub.MaxPublishRequestBytes {
+		bad("Publisher.ByteThreshold %d must be between 1 and %d, Pub/Sub's bytes per request", p.ByteThreshold, int(pubsub.MaxPublishRequestBytes))
+	}
+	if p.NumGoroutines < 0 {
+		bad("Publisher.NumGoroutines %d must not be negative (0 uses the client's default)", p.NumGoroutines)
+	}
+	// The client reads 0 as "no timeout": a publish nothing ends would hold
+	// its place under the caps until PublishProgressTimeout fails the
+	// bundle, so an unbounded publish is not offered.
+	if p.Timeout <= 0 {
+		bad("Publisher.Timeout %v must be positive", p.Timeout)
+	}
+	if p.CompressionBytesThreshold < 0 {
+		bad("Publisher.CompressionBytesThreshold %d must not be negative", p.CompressionBytesThreshold)
+	} else if !p.EnableCompression && p.CompressionBytesThreshold != DefaultCompressionBytesThreshold {
+		// The client reads the threshold only when compression is on.
+		bad("Publisher.CompressionBytesThreshold %d does nothing unless Publisher.EnableCompression is set; set it, or drop the threshold", p.CompressionBytesThreshold)
+	}
+	if p.RetryInitialBackoff <= 0 || p.RetryMaxBackoff <= 0 {
+		bad("Publisher.RetryInitialBackoff %v and RetryMaxBackoff %v must be positive", p.RetryInitialBackoff, p.RetryMaxBackoff)
+	} else if p.RetryInitialBackoff > p.RetryMaxBackoff {
+		bad("Publisher.RetryInitialBackoff %v must not exceed RetryMaxBackoff %v", p.RetryInitialBackoff, p.RetryMaxBackoff)
+	}
+	if p.RetryMultiplier < 1 {
+		bad("Publisher.RetryMultiplier %v must be at least 1", p.RetryMultiplier)
+	}
+	// Unlike the Java client, which retries ordered publishes forever, the
+	// Go client applies the same retryer and Timeout to ordered and
+	// unordered batches, so nothing here conflicts with
+	// EnableMessageOrdering.
+	return errs
+}
+
+// publishSettings maps the options onto the client's settings. Everything
+// not exposed keeps the client's default.
+func (p PublisherOptions) publishSettings() pubsub.PublishSettings {
+	s := pubsub.DefaultPublishSettings
+	s.DelayThreshold = p.DelayThreshold
+	s.CountThreshold = p.CountThreshold
+	s.ByteThreshold = p.ByteThreshold
+	s.NumGoroutines = p.NumGoroutines
+	s.Timeout = p.Timeout
+	s.EnableCompression = p.EnableCompression
+	s.CompressionBytesThreshold = p.CompressionBytesThreshold
+	return s
+}
+
+// publishCallOptions are the client-wide Publish call options carrying the
+// retry backoff. The publisher resolves them for every batch and wraps the
+// retryer in its own; the per-attempt timeout of the defaults is moot
+// because the batch's context already carries Timeout.
+func (p PublisherOptions) publishCallOptions() []gax.CallOption {
+	bo := gax.Backoff{Initial: p.RetryInitialBackoff, Max: p.RetryMaxBackoff, Multiplier: p.RetryMultiplier}
+	return []gax.CallOption{
+		gax.WithTimeout(p.Timeout),
+		gax.WithRetry(func() gax.Retryer { return gax.OnCodes(publishRetryCodes, bo) }),
+	}
+}

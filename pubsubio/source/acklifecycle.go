@@ -1,0 +1,311 @@
+package source
+
+import (
+	"context"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+)
+
+// handle acks or nacks one delivery; *pubsub.Message is one.
+type handle interface {
+	Ack()
+	Nack()
+}
+
+// deliveryState is where a delivery is in its split: received and not yet
+// emitted, emitted and waiting for its bundle to commit, or gone.
+type deliveryState uint8
+
+const (
+	buffered deliveryState = iota
+	pending
+	gone // acked, given back, or superseded by a redelivery
+)
+
+// delivery is one received copy of a message.
+type delivery struct {
+	msg    model.Message
+	handle handle
+	ackID  ackID
+	size   int64 // what it counts against the buffer budget
+	decoded
+	arrived time.Time
+	drained time.Time // handed to a bundle to emit: where ack latency starts
+	state   deliveryState
+	seq     int64 // the bundle that emitted it, once pending
+}
+
+// outcome is how a delivery leaves its split.
+type outcome uint8
+
+const (
+	ackIt  outcome = iota
+	nackIt         // the subscriber keeps running and sends the nack
+	// handBack is for a subscriber about to stop: the nack goes out with the
+	// RPC once it stopped (sendAfterStop). Neither Nack() nor the client's
+	// NackImmediately shutdown can be relied on then: the client sends nacks
+	// every 100 ms from a goroutine that returns as soon as the stream is
+	// cancelled, and its shutdown's nack of what it holds races Receive
+	// returning (RELIABILITY.md has the measurement).
+	handBack
+)
+
+// ledger is what a split holds: every delivery from its arrival until it
+// is acked or given back, and the acks the client may not have sent yet.
+// Its methods run under the split reader's lock.
+type ledger struct {
+	budget *budget
+	stats  *stats
+
+	buffer     []*delivery // FIFO; entries no longer buffered are skipped when drained
+	buffered   int
+	pending    map[ackID]*delivery
+	held       map[string]*delivery // by message ID, buffered or pending
+	recentAcks []recentAck
+}
+
+// recentAck is an ack handed to the client. The client sends acks every
+// 100 ms, and a subscriber stopped in between drops what it had not sent
+// (its sender returns as soon as the stream is cancelled), so a stop resends
+// recent acks with the RPC.
+type recentAck struct {
+	id ackID
+	at time.Time
+}
+
+// recentAckWindow is how long an ack counts as possibly unsent: ten of the
+// client's ack intervals.
+const recentAckWindow = time.Second
+
+func newLedger(b *budget, s *stats) ledger {
+	return ledger{budget: b, stats: s, pending: map[ackID]*delivery{}, held: map[string]*delivery{}}
+}
+
+// supersede gives back the copy of message id the split holds, if any: a
+// redelivery after its lease lapsed replaces it, and its handle no longer
+// acks anything.
+func (l *ledger) supersede(id string) {
+	if prev := l.held[id]; prev != nil {
+		l.end(prev, nackIt, nackedSuperseded)
+	}
+}
+
+// hold buffers d, whose room in the budget is reserved.
+func (l *ledger) hold(d *delivery) {
+	l.buffer = append(l.buffer, d)
+	l.buffered++
+	l.held[d.msg.ID] = d
+	l.stats.add(messagesReceived, 1)
+}
+
+// end takes d out of the split, acking or giving it back, and counts a
+// give-back under reason.
+func (l *ledger) end(d *delivery, how outcome, reason counter) {
+	switch d.state {
+	case buffered:
+		l.buffered--
+		l.budget.free(1, d.size)
+	case pending:
+		delete(l.pending, d.ackID)
+		l.stats.pendingAcks.Add(-1)
+	case gone:
+		return
+	}
+	d.state = gone
+	if l.held[d.msg.ID] == d {
+		delete(l.held, d.msg.ID)
+	}
+	switch how {
+	case ackIt:
+		d.handle.Ack()
+		l.stats.add(messagesAcked, 1)
+		return
+	case nackIt:
+		d.handle.Nack()
+	}
+	l.stats.add(reason, 1)
+}
+
+// drain moves up to max buffered deliveries to pending under bundle seq and
+// returns them in arrival order.
+func (l *ledger) drain(max int, seq int64, now time.Time) []*delivery {
+	var out []*delivery
+	var bytes int64
+	i := 0
+	for ; i < len(l.buffer) && len(out) < max; i++ {
+		d := l.buffer[i]
+		if d.state != buffered {
+			continue
+		}
+		d.state, d.seq, d.drained = pending, seq, now
+		l.buffered--
+		bytes += d.size
+		l.pending[d.ackID] = d
+		l.stats.pendingAcks.Add(1)
+		out = append(out, d)
+	}
+	l.buffer = l.buffer[i:]
+	if len(out) > 0 {
+		// Once for the batch: freeing room wakes every delivery waiting for it.
+		l.budget.free(len(out), bytes)
+	}
+	return out
+}
+
+// ack acks the pending deliveries among ids and returns how many it acked.
+// IDs it does not hold were acked already, or given back and redelivered.
+func (l *ledger) ack(ids []ackID, now time.Time) int {
+	l.pruneRecentAcks(now)
+	n := 0
+	for _, id := range ids {
+		if d := l.pending[id]; d != nil {
+			l.end(d, ackIt, 0)
+			ackLatencies.record(now.Sub(d.drained))
+			l.recentAcks = append(l.recentAcks, recentAck{id: id, at: now})
+			n++
+		}
+	}
+	return n
+}
+
+func (l *ledger) pruneRecentAcks(now time.Time) {
+	i := 0
+	for i < len(l.recentAcks) && now.Sub(l.recentAcks[i].at) > recentAckWindow {
+		i++
+	}
+	l.recentAcks = l.recentAcks[i:]
+}
+
+// takeRecentAcks returns the ack IDs the client may not have sent yet.
+func (l *ledger) takeRecentAcks(now time.Time) []string {
+	l.pruneRecentAcks(now)
+	ids := make([]ackID, len(l.recentAcks))
+	for i, a := range l.recentAcks {
+		ids[i] = a.id
+	}
+	l.recentAcks = nil
+	return remoteAckIDs(ids)
+}
+
+// giveBackFrom nacks what bundles seq and later emitted and did not ack:
+// the runner discarded their output (a failed or retried bundle).
+func (l *ledger) giveBackFrom(seq int64) {
+	for _, d := range l.pending {
+		if d.seq >= seq {
+			l.end(d, nackIt, nackedUncommitted)
+		}
+	}
+}
+
+// giveBackAll takes everything held out of the split, counting it under
+// reason, and returns the ack IDs to nack with the RPC once the subscriber
+// stopped (see handBack).
+func (l *ledger) giveBackAll(reason counter) []string {
+	var ids []ackID
+	giveBack := func(d *delivery) {
+		if d.state == gone {
+			return
+		}
+		l.end(d, handBack, reason)
+		ids = append(ids, d.ackID)
+	}
+	for _, d := range l.buffer {
+		giveBack(d)
+	}
+	l.buffer = nil
+	for _, d := range l.pending {
+		giveBack(d)
+	}
+	return remoteAckIDs(ids)
+}
+
+// oldestRecent is the oldest event time among buffered deliveries that
+// arrived at or after cutoff, zero if none.
+func (l *ledger) oldestRecent(cutoff time.Time) time.Time {
+	var oldest time.Time
+	for _, d := range l.buffer {
+		if d.state != buffered || d.arrived.Before(cutoff) {
+			continue
+		}
+		if oldest.IsZero() || d.eventTime.Before(oldest) {
+			oldest = d.eventTime
+		}
+	}
+	return oldest
+}
+
+// ack acks ids, emitted by this process, through the held messages.
+func (r *splitReader) ack(ids []ackID) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ledger.ack(ids, r.now())
+}
+
+// sendAfterStop sends, once a subscriber stopped, the acks it may not have
+// sent and the nacks of what it held, with the RPCs, bounded by the
+// shutdown timeout. After the stop, so that no lease extension of the
+// stopping client follows a nack. A failure costs a redelivery after the
+// ack deadline, not data: it is logged and counted.
+func (r *splitReader) sendAfterStop(conn puller, acks, nacks []string) {
+	if conn == nil || len(acks)+len(nacks) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout)
+	defer cancel()
+	if len(acks) > 0 {
+		if err := conn.acknowledge(ctx, acks); err != nil {
+			r.stats.add(ackRPCFailures, 1)
+			log.Warnf(ctx, "pubsubio.Read: resending %d acks of %s after stopping its subscriber failed; Pub/Sub redelivers them: %v", len(acks), r.split.Subscription, err)
+		}
+	}
+	if len(nacks) > 0 {
+		if err := conn.nack(ctx, nacks); err != nil {
+			r.stats.add(nackRPCFailures, 1)
+			log.Warnf(ctx, "pubsubio.Read: giving back %d messages of %s failed; Pub/Sub redelivers them after their ack deadline: %v", len(nacks), r.split.Subscription, err)
+		}
+	}
+}
+
+// ackRemote acks, with the RPC, IDs emitted by another process: a residual
+// that moved. It keeps the connection it dials for the split's subscriber,
+// unless the split was released meanwhile. A failure is logged and
+// counted: at-least-once holds, Pub/Sub redelivers.
+func (r *splitReader) ackRemote(ctx context.Context, ids []ackID) {
+	rpc := remoteAckIDs(ids)
+	if len(rpc) == 0 {
+		return
+	}
+	if err := r.withConn(ctx, func(conn puller) error { return conn.acknowledge(ctx, rpc) }); err != nil {
+		r.stats.add(ackRPCFailures, 1)
+		log.Warnf(ctx, "pubsubio.Read: acking %d messages of %s emitted by another worker failed; Pub/Sub redelivers them: %v", len(rpc), r.split.Subscription, err)
+		return
+	}
+	r.stats.add(acksRPC, len(rpc))
+	r.stats.add(messagesAcked, len(rpc))
+}
+
+// withConn runs f on the split's connection, dialing one if the split has
+// none yet, which the split then keeps (unless it was released meanwhile).
+func (r *splitReader) withConn(ctx context.Context, f func(puller) error) error {
+	r.mu.Lock()
+	conn := r.conn
+	r.mu.Unlock()
+	if conn != nil {
+		return f(conn)
+	}
+	conn, err := r.dial(ctx)
+	if err != nil {
+		return err
+	}
+	err = f(conn)
+	r.mu.Lock()
+	if r.conn == nil && !r.released {
+		r.conn, conn = conn, nil
+	}
+	r.mu.Unlock()
+	closeQuietly(conn)
+	return err
+}

@@ -1,0 +1,247 @@
+package source
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestBudgetMessageLimitNacksStopsAndRestarts(t *testing.T) {
+	h := newReaderHarness(t, testConfig(t, func(c *Config) { c.BufferMaxMessages = 2 }))
+	run := h.poll()
+	recvCtx := h.conn.nextReceive(t)
+	hs := deliverN(h.r, run, "m", 2)
+	h.checkUsage(2, int64(2*len("data-m0")))
+
+	over := &fakeHandle{}
+	deliverTo(h.r, run, msg("over", "data-over"), over, "ack-over")
+	awaitRunEnded(t, "subscriber crossing the budget", run)
+	over.check(t, "the delivery crossing the message budget", 0, 1)
+	// Stopping the subscriber makes everything it held invalid: it went
+	// back too, under the same reason.
+	for i, fh := range hs {
+		fh.check(t, fmt.Sprintf("m%d held when the budget was crossed", i), 0, 1)
+	}
+	h.checkCount("messages_nacked_budget", nackedBudget, 3)
+	h.checkUsage(0, 0)
+	awaitDone(t, "subscriber crossing the budget", recvCtx)
+
+	// Deliveries still in flight from the stopped subscriber are refused.
+	straggler := &fakeHandle{}
+	deliverTo(h.r, run, msg("straggler", "x"), straggler, "ack-straggler")
+	straggler.check(t, "delivery from the stopped subscriber", 0, 1)
+	h.checkCount("messages_nacked_shutdown", nackedShutdown, 1)
+	if got := drain(h.r, 10, 0); len(got) != 0 {
+		t.Errorf("drained %v after the budget stop, want nothing", ackIDsOf(got))
+	}
+
+	// A stopped split is not idle however long the downstream stalls, and
+	// after the next poll restarts it idleness counts from the restart: a
+	// stall longer than IdleTimeout must not end a bounded read.
+	h.clock.advance(time.Hour)
+	if got := state(h.r, time.Time{}).listeningSince; !got.Equal(h.clock.now()) {
+		t.Errorf("stopped at the budget, the split counts idleness from %v, want now (%v): it is not listening", got, h.clock.now())
+	}
+	h.checkCount("subscriber_restarts", subscriberRestarts, 0)
+	run2 := h.poll()
+	if got := state(h.r, time.Time{}).listeningSince; !got.Equal(h.clock.now()) {
+		t.Errorf("after the restart the split counts idleness from %v, want the restart at %v", got, h.clock.now())
+	}
+	if run2 == run {
+		t.Fatal("poll after the budget stop kept the stopped run")
+	}
+	recvCtx2 := h.conn.nextReceive(t)
+	if isDone(recvCtx2) {
+		t.Error("the restarted subscriber's context is already done")
+	}
+	h.checkCount("subscriber_restarts", subscriberRestarts, 1)
+	if got := h.dials.Load(); got != 1 {
+		t.Errorf("dialed %d times, want 1 (the restart reuses the client)", got)
+	}
+	again := &fakeHandle{}
+	deliverTo(h.r, run2, msg("again", "x"), again, "ack-again")
+	if got := ackIDsOf(drain(h.r, 10, 1)); !cmp.Equal(got, []string{"ack-again"}) {
+		t.Errorf("drain after restart: %v, want [ack-again]", got)
+	}
+	again.check(t, "delivery after restart", 0, 0)
+}
+
+// A delivery that finds the budget full waits for room, holding the
+// client back, and is buffered once a bundle drains: the subscriber keeps
+// running and nothing is given back. Meanwhile the split is not idle.
+func TestBudgetFullWaitsForRoom(t *testing.T) {
+	h := newReaderHarness(t, testConfig(t, func(c *Config) { c.BufferMaxMessages = 2 }))
+	h.r.budgetWait = time.Minute
+	run := h.poll()
+	recvCtx := h.conn.nextReceive(t)
+	hs := deliverN(h.r, run, "m", 2)
+
+	waiter, delivered := h.deliverWaiting(run, msg("waiter", "data-waiter"))
+	h.clock.advance(time.Hour)
+	if got := state(h.r, time.Time{}).listeningSince; !got.Equal(h.clock.now()) {
+		t.Errorf("waiting for room, the split counts idleness from %v, want now (%v)", got, h.clock.now())
+	}
+	if got := ackIDsOf(drain(h.r, 1, 0)); !cmp.Equal(got, []string{"ack-m0"}) {
+		t.Fatalf("drain: %v, want [ack-m0]", got)
+	}
+	select {
+	case <-delivered:
+	case <-time.After(waitLimit):
+		t.Fatalf("the waiting delivery was not buffered within %v of the drain that made room", waitLimit)
+	}
+	if got := ackIDsOf(drain(h.r, 10, 1)); !cmp.Equal(got, []string{"ack-m1", "ack-waiter"}) {
+		t.Errorf("drain after the wait: %v, want [ack-m1 ack-waiter]", got)
+	}
+	for i, fh := range hs {
+		fh.check(t, fmt.Sprintf("m%d", i), 0, 0)
+	}
+	waiter.check(t, "the delivery that waited", 0, 0)
+	h.checkCount("messages_nacked_budget", nackedBudget, 0)
+	if isDone(recvCtx) {
+		t.Error("the subscriber was stopped")
+	}
+}
+
+// What waits for room is capped at the budget's size: a delivery beyond
+// that stops the subscriber at once, without waiting.
+func TestBudgetWaitingIsCapped(t *testing.T) {
+	h := newReaderHarness(t, testConfig(t, func(c *Config) { c.BufferMaxMessages = 1 }))
+	h.r.budgetWait = time.Minute
+	run := h.poll()
+	recvCtx := h.conn.nextReceive(t)
+	deliverN(h.r, run, "m", 1)
+	waiter, delivered := h.deliverWaiting(run, msg("waiter", "x"))
+
+	over := &fakeHandle{}
+	deliverTo(h.r, run, msg("over", "x"), over, "ack-over") // returns at once
+	awaitRunEnded(t, "subscriber whose delivery found the wait allowance full", run)
+	over.check(t, "the delivery beyond the wait allowance", 0, 1)
+	awaitDone(t, "subscriber whose delivery found the wait allowance full", recvCtx)
+	checkRefusedAfterWait(t, "the delivery waiting when its subscriber stopped", waiter, delivered)
+	h.checkUsage(0, 0)
+}
+
+// Deliveries wait for room only where the client's flow control bounds how
+// many can wait: without it the wait allowance would fill at once and stop
+// the subscriber anyway, after holding a budget's worth more.
+func TestBudgetWaitNeedsClientFlowControl(t *testing.T) {
+	if got := budgetWaitFor(testConfig(t, nil)); got != budgetWait {
+		t.Errorf("with the default flow control the wait is %v, want %v", got, budgetWait)
+	}
+	if got := budgetWaitFor(testConfig(t, func(c *Config) { c.MaxOutstandingMessages = -1 })); got != 0 {
+		t.Errorf("without a client message limit the wait is %v, want none", got)
+	}
+}
+
+// deliverWaiting delivers m (ack ID ack-ID) from another goroutine, as the
+// client does, and returns once it waits for room in the budget; delivered
+// is closed when deliver returns.
+func (h *readerHarness) deliverWaiting(run *receiveRun, m *pubsub.Message) (waiter *fakeHandle, delivered chan struct{}) {
+	h.t.Helper()
+	waiter, delivered = &fakeHandle{}, make(chan struct{})
+	go func() {
+		defer close(delivered)
+		deliverTo(h.r, run, m, waiter, "ack-"+m.ID)
+	}()
+	awaitCondition(h.t, "the delivery to wait for room", func() bool {
+		h.r.mu.Lock()
+		defer h.r.mu.Unlock()
+		return h.r.waiting == 1
+	})
+	return waiter, delivered
+}
+
+// checkRefusedAfterWait waits for a delivery that waited for room to
+// return and checks it was refused: nacked, never acked. The stopped
+// subscriber also gave it back with what it had not handed over, so it may
+// be nacked twice (harmless).
+func checkRefusedAfterWait(t *testing.T, what string, waiter *fakeHandle, delivered chan struct{}) {
+	t.Helper()
+	select {
+	case <-delivered:
+	case <-time.After(waitLimit):
+		t.Fatalf("%s: deliver did not return within %v", what, waitLimit)
+	}
+	if a, n := waiter.acks.Load(), waiter.nacks.Load(); a != 0 || n < 1 {
+		t.Errorf("%s: %d acks and %d nacks, want none and at least one", what, a, n)
+	}
+}
+
+// A delivery still waiting for room when budgetWait runs out stops the
+// subscriber, as one crossing the budget without a wait does; one waiting
+// when its subscriber is stopped for another reason is refused.
+func TestBudgetWaitRunsOutOrRunStops(t *testing.T) {
+	h := newReaderHarness(t, testConfig(t, func(c *Config) { c.BufferMaxMessages = 1 }))
+	h.r.budgetWait = 50 * time.Millisecond
+	run := h.poll()
+	recvCtx := h.conn.nextReceive(t)
+	deliverN(h.r, run, "m", 1)
+	over := &fakeHandle{}
+	deliverTo(h.r, run, msg("over", "x"), over, "ack-over") // returns after budgetWait
+	awaitRunEnded(t, "subscriber whose delivery waited out budgetWait", run)
+	over.check(t, "the delivery that waited out budgetWait", 0, 1)
+	h.checkCount("messages_nacked_budget", nackedBudget, 2)
+	awaitDone(t, "subscriber whose delivery waited out budgetWait", recvCtx)
+
+	h.r.budgetWait = time.Minute
+	run2 := h.poll()
+	h.conn.nextReceive(t)
+	deliverN(h.r, run2, "n", 1)
+	waiter, delivered := h.deliverWaiting(run2, msg("waiter", "x"))
+	h.r.release(nackedRelease)
+	checkRefusedAfterWait(t, "the delivery waiting when its split was released", waiter, delivered)
+	h.checkUsage(0, 0)
+}
+
+func TestBudgetByteLimit(t *testing.T) {
+	h := newReaderHarness(t, testConfig(t, func(c *Config) { c.BufferMaxBytes = 10 }))
+	run := h.poll()
+	recvCtx := h.conn.nextReceive(t)
+	first := &fakeHandle{}
+	// 2 data + 3 ordering key + 1 attribute key + 2 attribute value = 8
+	m := &pubsub.Message{ID: "a", Data: []byte("xx"), OrderingKey: "key", Attributes: map[string]string{"k": "vv"}}
+	deliverTo(h.r, run, m, first, "ack-a")
+	h.checkUsage(1, 8)
+	first.check(t, "first delivery", 0, 0)
+
+	over := &fakeHandle{}
+	deliverTo(h.r, run, msg("b", "xxx"), over, "ack-b") // 8 + 3 > 10
+	awaitRunEnded(t, "subscriber crossing the byte budget", run)
+	over.check(t, "delivery crossing the byte budget", 0, 1)
+	if h.count(nackedBudget) < 1 {
+		t.Error("the budget nack was not counted")
+	}
+	awaitDone(t, "subscriber crossing the byte budget", recvCtx)
+}
+
+func TestBudgetAdmitsOversizedMessageWhenNothingIsBuffered(t *testing.T) {
+	h := newReaderHarness(t, testConfig(t, func(c *Config) { c.BufferMaxBytes = 10 }))
+	run := h.poll()
+	recvCtx := h.conn.nextReceive(t)
+	big := strings.Repeat("x", 100)
+	for i := range 2 {
+		fh := &fakeHandle{}
+		id := fmt.Sprintf("big%d", i)
+		deliverTo(h.r, run, msg(id, big), fh, "ack-"+id)
+		fh.check(t, id, 0, 0)
+		h.checkUsage(1, 100)
+		if got := ackIDsOf(drain(h.r, 10, int64(i))); !cmp.Equal(got, []string{"ack-" + id}) {
+			t.Errorf("drain: %v, want [ack-%s]", got, id)
+		}
+	}
+	h.checkCount("messages_nacked_budget", nackedBudget, 0)
+	if isDone(recvCtx) {
+		t.Error("the subscriber was stopped")
+	}
+
+	// With something buffered, a message that does not fit is refused.
+	deliverTo(h.r, run, msg("small", "x"), &fakeHandle{}, "ack-small")
+	over := &fakeHandle{}
+	deliverTo(h.r, run, msg("big2", big), over, "ack-big2")
+	awaitRunEnded(t, "subscriber crossing the byte budget", run)
+	over.check(t, "oversized message with something buffered", 0, 1)
+}

@@ -1,0 +1,57 @@
+package source
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+)
+
+// decoded is what the read makes of a message before it can emit it,
+// worked out once, as the message arrives (on the client's goroutine, so
+// that a bundle only emits).
+type decoded struct {
+	// eventTime is what the message is emitted at: the time in
+	// TimestampAttribute when that is set and present, else the publish
+	// time, which is also what a dead letter of a malformed attribute gets.
+	eventTime time.Time
+	// err says why the message cannot be emitted as a message: its
+	// timestamp attribute is malformed, or its payload does not hold
+	// Format. It then follows DecodePolicy.
+	err error
+}
+
+// decode decodes m under cfg.
+func decode(cfg Config, m model.Message) decoded {
+	t, err := eventTime(cfg.TimestampAttribute, m.Attributes, m.PublishTime)
+	if err != nil {
+		return decoded{eventTime: m.PublishTime, err: err}
+	}
+	return decoded{eventTime: t, err: cfg.Format.Check(m.Data)}
+}
+
+// maxQuotedValue bounds how much of an attribute value an error quotes.
+const maxQuotedValue = 64
+
+// eventTime is a message's event time: the timestamp attribute when one is
+// configured and present, else the publish time. The attribute holds RFC
+// 3339 or Unix milliseconds, the two forms Beam's other Pub/Sub connectors
+// accept; anything else is an error naming the attribute and the value.
+func eventTime(attribute string, attrs map[string]string, publish time.Time) (time.Time, error) {
+	if attribute == "" {
+		return publish, nil
+	}
+	v, ok := attrs[attribute]
+	if !ok {
+		return publish, nil
+	}
+	if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return time.UnixMilli(ms), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("timestamp attribute %q has value %q, which is neither RFC 3339 nor Unix milliseconds", attribute, text.Truncate(v, maxQuotedValue))
+}

@@ -1,0 +1,97 @@
+package source
+
+import (
+	"context"
+
+	"cloud.google.com/go/pubsub/v2"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+)
+
+// The intake is the client's callback: it turns what the client received
+// into a delivery and buffers it for the split's next bundle. It never
+// emits and never acks; it blocks the client only while the buffer budget
+// is full.
+
+// fromClient is the delivery of m, a message the client received for
+// split sub.
+func fromClient(m *pubsub.Message, sub model.Subscription, cfg Config) *delivery {
+	msg := model.Message{
+		ID:           m.ID,
+		Data:         m.Data,
+		Attributes:   m.Attributes,
+		OrderingKey:  m.OrderingKey,
+		PublishTime:  m.PublishTime,
+		Subscription: sub,
+	}
+	if m.DeliveryAttempt != nil {
+		msg.DeliveryAttempt = *m.DeliveryAttempt
+	}
+	return newDelivery(msg, m, ackIDOf(m), cfg)
+}
+
+// newDelivery is a received copy of msg, acked or nacked through h.
+func newDelivery(msg model.Message, h handle, id ackID, cfg Config) *delivery {
+	size := int64(len(msg.Data) + len(msg.OrderingKey))
+	for k, v := range msg.Attributes {
+		size += int64(len(k) + len(v))
+	}
+	return &delivery{msg: msg, handle: h, ackID: id, size: size, decoded: decode(cfg, msg)}
+}
+
+// deliver buffers d, received by run. If the budget is full it waits up to
+// budgetWait for a bundle to make room, and then stops the subscriber
+// (under ordering, the client runs a key's next callback only after this
+// one returns). It reports whether it took d; what it did not take is
+// given back with the RPC once the subscriber stopped (puller.receive).
+func (r *splitReader) deliver(run *receiveRun, d *delivery) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.running != run {
+		return r.refuseLocked(d)
+	}
+	r.ledger.supersede(d.msg.ID)
+	if !r.budget.reserve(d.size) && !r.awaitRoomLocked(run, d.size) {
+		if r.running != run {
+			return r.refuseLocked(d)
+		}
+		// Not nacked here: it is not taken, so once the stop below ends the
+		// subscriber it is given back with the RPC, with what the client
+		// pulled and never delivered (pulled.go).
+		r.stats.add(nackedBudget, 1)
+		log.Warnf(context.Background(), "pubsubio.Read: buffer budget of %d messages / %d bytes reached and no bundle made room within %v; stopping the subscriber of %s until it is polled again (raise BufferMaxMessages/BufferMaxBytes if ordinary bursts reach it)",
+			r.cfg.BufferMaxMessages, r.cfg.BufferMaxBytes, r.budgetWait, r.split.Subscription)
+		r.stopLocked(nackedBudget)
+		return false
+	}
+	d.arrived = r.now()
+	r.ledger.hold(d)
+	r.lastArrival = d.arrived
+	return true
+}
+
+// refuseLocked nacks d, which arrived for a subscriber that is stopping.
+func (r *splitReader) refuseLocked(d *delivery) bool {
+	d.handle.Nack()
+	r.stats.add(nackedShutdown, 1)
+	return false
+}
+
+// awaitRoomLocked waits, without the lock, up to budgetWait for room in
+// the full budget (see budgetWait) and reports whether it reserved size.
+// Meanwhile the split counts as listening, not idle (state). It reports
+// false, holding nothing, if run stopped meanwhile.
+func (r *splitReader) awaitRoomLocked(run *receiveRun, size int64) bool {
+	r.waiting++
+	wait := r.budgetWait
+	r.mu.Unlock()
+	ok := r.budget.reserveWithin(run.ctx, size, wait)
+	r.mu.Lock()
+	r.waiting--
+	if ok && r.running != run {
+		r.budget.free(1, size)
+		return false
+	}
+	return ok
+}
