@@ -19,17 +19,17 @@ import (
 // The table of construction-time rejections in RELIABILITY.md is this
 // test's output: every row is a bad configuration built through the public
 // API on a fresh pipeline, and its message is the error that build
-// returned. Run with -update to rewrite the block after changing a message
+// returned. Run with -update_rejections to rewrite the block after changing a message
 // or adding a rejection:
 //
-//	go test ./pubsubio/ -run TestConstructionRejections -update
-var update = flag.Bool("update", false, "rewrite the rejections table in RELIABILITY.md from the errors the builds return")
+//	go test ./pubsubio/ -run TestConstructionRejections -update_rejections
+var update = flag.Bool("update_rejections", false, "rewrite the rejections table in RELIABILITY.md from the errors the builds return")
 
 const (
 	reliabilityFile = "../RELIABILITY.md"
 	tableBegin      = "<!-- rejections:begin -->"
 	tableEnd        = "<!-- rejections:end -->"
-	regenerate      = "go test ./pubsubio/ -run TestConstructionRejections -update"
+	regenerate      = "go test ./pubsubio/ -run TestConstructionRejections -update_rejections"
 )
 
 var (

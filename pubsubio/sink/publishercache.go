@@ -55,7 +55,7 @@ func (w *writer) makeRoom(ctx context.Context) error {
 		victim = w.leastRecentClean()
 	}
 	if abandoned := w.release(ctx, []*dest{victim}, "capacity eviction"); len(abandoned) > 0 {
-		return w.fail(fmt.Errorf("pubsubio.Write: the publisher of %s, released to make room under MaxActivePublishers %d, did not stop within ShutdownTimeout %v, so no other opens beside it: raise ShutdownTimeout or MaxActivePublishers",
+		return w.fail(fmt.Errorf("pubsubio.Write: the publisher of %s, released to make room under MaxActivePublishers %d, did not stop within ShutdownTimeout %v: raise ShutdownTimeout or MaxActivePublishers",
 			victim.topic, w.cfg.MaxActivePublishers, w.cfg.ShutdownTimeout))
 	}
 	return nil

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -24,14 +25,16 @@ func sums(t *testing.T, ctx context.Context) map[string]int64 {
 	return got
 }
 
-// Increments from many goroutines, reported by calls racing them, reach
-// the Beam counter exactly once each.
+// Increments from many goroutines, reported by bundles running at the same
+// time (each with its own context, as Beam's metrics require), reach Beam
+// exactly once each.
 func TestCounterReportsEveryIncrementOnce(t *testing.T) {
-	ctx := bundleContext()
 	c := NewCounter("test_counter")
-
+	var ctxs []context.Context
 	var wg sync.WaitGroup
-	for range 8 {
+	for i := range 8 {
+		ctx := metrics.SetPTransformID(metrics.SetBundleID(context.Background(), fmt.Sprint("bundle-", i)), "step")
+		ctxs = append(ctxs, ctx)
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
@@ -45,11 +48,15 @@ func TestCounterReportsEveryIncrementOnce(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	c.Report(ctx)
-	c.Report(ctx)
+	c.Report(ctxs[0])
+	c.Report(ctxs[1])
 
-	if got := sums(t, ctx)["test_counter"]; got != 800 || c.Load() != 800 {
-		t.Errorf("reported %d, counted %d; want 800 each", got, c.Load())
+	var reported int64
+	for _, ctx := range ctxs {
+		reported += sums(t, ctx)["test_counter"]
+	}
+	if reported != 800 || c.Load() != 800 {
+		t.Errorf("reported %d, counted %d; want 800 each", reported, c.Load())
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
@@ -447,3 +449,42 @@ func msg(data string, topic ...model.Topic) model.Message {
 }
 
 func topicN(i int) model.Topic { return model.TopicOf("pubsubio-test", fmt.Sprintf("topic-%d", i)) }
+
+// notFoundUntilCreated answers NOT_FOUND until the backend created a topic.
+func notFoundUntilCreated(be *fakeBackend) func(model.Topic, []*pubsub.Message) error {
+	return func(topic model.Topic, _ []*pubsub.Message) error {
+		be.mu.Lock()
+		defer be.mu.Unlock()
+		if len(be.created) == 0 {
+			return status.Errorf(codes.NotFound, "Resource not found (resource=%s)", topic.ID)
+		}
+		return nil
+	}
+}
+
+// releaseObserved releases the held batch at index i of p and waits until
+// the writer has classified its verdict, so that the test fixes the order
+// in which failures are observed.
+func (h *harness) releaseObserved(p *fakePub, i int) {
+	h.t.Helper()
+	p.mu.Lock()
+	b := p.held[i]
+	p.held = append(p.held[:i:i], p.held[i+1:]...)
+	p.resolveLocked(b)
+	p.mu.Unlock()
+	select {
+	case <-h.w.done.notify:
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("the verdict never reached the writer")
+	}
+	h.w.poll(h.ctx)
+}
+
+func rejectBad(_ model.Topic, batch []*pubsub.Message) error {
+	for _, m := range batch {
+		if strings.HasPrefix(string(m.Data), "bad") {
+			return status.Error(codes.InvalidArgument, "invalid message "+string(m.Data))
+		}
+	}
+	return nil
+}
