@@ -55,7 +55,7 @@ func readServiceAccountKey(path string) ([]byte, error) {
 		} else {
 			err = errReadFailed
 		}
-		return nil, fmt.Errorf("CredentialsFile cannot be read on this worker: %w; install the service-account key at that path on every worker, readable by the SDK harness, or leave CredentialsFile empty to use application-default credentials", err)
+		return nil, fmt.Errorf("CredentialsFile cannot be read on this worker: %w; install the key at that path on every worker, readable by the SDK harness, or leave CredentialsFile empty for application-default credentials", err)
 	}
 	if len(raw) == 0 {
 		return nil, errors.New("CredentialsFile is empty; point it at the JSON key downloaded for the service account")

@@ -119,7 +119,7 @@ func (w *finalizationWatch) register(ctx context.Context, bf beam.BundleFinaliza
 	}
 	if bf == w.last && w.lastBundle != w.bundle && w.lastReg != nil && !w.lastReg.settled(now) {
 		if w.disabled.CompareAndSwap(false, true) {
-			log.Warnf(ctx, "pubsubio.Read: bundle finalization callbacks are not being delivered by this SDK harness (the Beam Go 2.77 defect); acks continue through the next bundle of each split and this process stops registering callbacks")
+			log.Warnf(ctx, "pubsubio.Read: this SDK harness does not deliver bundle finalization callbacks (the Beam Go 2.77 defect); this process stops registering them, and acks go through the next bundle")
 		}
 		return false
 	}

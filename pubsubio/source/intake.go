@@ -60,7 +60,7 @@ func (r *splitReader) deliver(run *receiveRun, d *delivery) bool {
 		// subscriber it is given back with the RPC, with what the client
 		// pulled and never delivered (pulled.go).
 		r.stats.add(nackedBudget, 1)
-		log.Warnf(context.Background(), "pubsubio.Read: buffer budget of %d messages / %d bytes reached and no bundle made room within %v; stopping the subscriber of %s until it is polled again (raise BufferMaxMessages/BufferMaxBytes if ordinary bursts reach it)",
+		log.Warnf(context.Background(), "pubsubio.Read: buffer budget of %d messages / %d bytes reached and no bundle made room within %v; stopping the subscriber of %s until it is polled again (raise BufferMaxMessages/BufferMaxBytes)",
 			r.cfg.BufferMaxMessages, r.cfg.BufferMaxBytes, r.budgetWait, r.split.Subscription)
 		r.stopLocked(nackedBudget)
 		return false
