@@ -2,9 +2,10 @@
 // on Prism, writes each good event to a topic per event type through the
 // sink, and sends every failure, the payloads that are not JSON (decode)
 // and the events Pub/Sub would not take (validate, publish), to one
-// dead-letter topic with dlq.Write. Nothing is dropped and no bundle fails
-// on a poison message: every message read ends on an output topic or on the
-// dead-letter topic, and the example reads both back to show it.
+// dead-letter topic with pubsubio.WriteDeadLetters. Nothing is dropped and
+// no bundle fails on a poison message: every message read ends on an output
+// topic or on the dead-letter topic, and the example reads both back to
+// show it.
 //
 // With no flags it needs nothing installed: it starts an in-process Pub/Sub
 // server (pstest), creates the input topics and subscriptions, the per-type
@@ -79,7 +80,7 @@ func run(ctx context.Context) error {
 		endpoint = srv.Addr
 		fmt.Printf("Started an in-process Pub/Sub server (pstest) at %s.\n", endpoint)
 	}
-	conn := connection.Settings{EmulatorEndpoint: endpoint}
+	conn := pubsubio.Connection{EmulatorEndpoint: endpoint}
 	client, err := connection.NewClient(ctx, project, conn)
 	if err != nil {
 		return fmt.Errorf("connecting to %s: %w", endpoint, err)
@@ -107,7 +108,7 @@ func run(ctx context.Context) error {
 		FailurePolicy: pubsubio.PolicyDeadLetter,
 		Connection:    conn,
 	}, beam.ParDo(s, &routeFn{Suffix: env.suffix}, msgs))
-	dlq.Write(s, dlq.Config{Topic: env.deadLetters, Connection: conn}, beam.Flatten(s, undecodable, rejected))
+	pubsubio.WriteDeadLetters(s, pubsubio.DeadLetterConfig{Topic: env.deadLetters, Connection: conn}, beam.Flatten(s, undecodable, rejected))
 
 	res, err := beamx.RunWithMetrics(ctx, p)
 	if err != nil {
@@ -171,7 +172,7 @@ func setUp(ctx context.Context, client *pubsub.Client, n int) (*environment, err
 	}
 	// The outputs exist beforehand only so that the example can read them
 	// back; the sink would create a missing one. The dead-letter topic must
-	// exist: dlq.Write never creates it.
+	// exist: WriteDeadLetters never creates it.
 	for _, t := range eventTypes {
 		topic := outputTopic(t, suffix)
 		if err := topicWithSub(topic.String(), readBackSub(topic.ID)); err != nil {

@@ -88,7 +88,7 @@ func run(ctx context.Context) error {
 			endpoint = srv.Addr
 			fmt.Printf("Started an in-process Pub/Sub server (pstest) at %s.\n", endpoint)
 		}
-		cfg.Connection = connection.Settings{EmulatorEndpoint: endpoint}
+		cfg.Connection = pubsubio.Connection{EmulatorEndpoint: endpoint}
 		subs, err := setUp(ctx, cfg.Connection, *messages)
 		if err != nil {
 			return err
@@ -151,7 +151,7 @@ func outputTopic(sub pubsubio.Subscription) pubsubio.Topic {
 }
 
 // setUp creates a topic with two subscriptions and publishes n messages.
-func setUp(ctx context.Context, conn connection.Settings, n int) ([]pubsubio.Subscription, error) {
+func setUp(ctx context.Context, conn pubsubio.Connection, n int) ([]pubsubio.Subscription, error) {
 	const proj = "quickstart-project"
 	client, err := connection.NewClient(ctx, proj, conn)
 	if err != nil {
