@@ -18,6 +18,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/pubsubio/beam-pubsubio/integration/collect"
+	"github.com/pubsubio/beam-pubsubio/integration/crash"
 	"github.com/pubsubio/beam-pubsubio/integration/emulator"
 	"github.com/pubsubio/beam-pubsubio/integration/sample"
 	"github.com/pubsubio/beam-pubsubio/pubsubio"
@@ -85,7 +86,7 @@ func (f *stallFn) ProcessElement(m pubsubio.Message) string {
 
 // budgetCase is one child run: its subscription and its budget.
 type budgetCase struct {
-	Subscription string
+	Subscription pubsubio.Subscription
 	Endpoint     string
 	MaxMessages  int
 	MaxBytes     int64
@@ -202,20 +203,13 @@ func runBudgetChild(t *testing.T, c budgetCase) budgetResult {
 				t.Fatalf("budget child: unreadable result %q: %v", after, err)
 			}
 			if runErr != nil {
-				t.Errorf("budget child for %d msgs exited with %v after reporting:\n%s", c.MaxMessages, runErr, tail(out.String(), 4000))
+				t.Errorf("budget child for %d msgs exited with %v after reporting:\n%s", c.MaxMessages, runErr, crash.Tail(out.String(), 4000))
 			}
 			return r
 		}
 	}
-	t.Fatalf("budget child for %d msgs reported nothing (%v); its output ends:\n%s", c.MaxMessages, runErr, tail(out.String(), 8000))
+	t.Fatalf("budget child for %d msgs reported nothing (%v); its output ends:\n%s", c.MaxMessages, runErr, crash.Tail(out.String(), 8000))
 	return budgetResult{}
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "..." + s[len(s)-n:]
-	}
-	return s
 }
 
 // TestBudgetChild is one budget run, in a process of its own started by
@@ -238,7 +232,7 @@ func TestBudgetChild(t *testing.T) {
 	if err := json.Unmarshal([]byte(spec), &c); err != nil {
 		t.Fatalf("%s=%q: %v", envBudgetChild, spec, err)
 	}
-	subs := parseSubs(t, c.Subscription)
+	subs := []pubsubio.Subscription{c.Subscription}
 	conn := pubsubio.Connection{EmulatorEndpoint: c.Endpoint}
 	var r budgetResult
 	base, err := sample.ReadMemory()

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pubsubio/beam-pubsubio/integration/crash"
 	"github.com/pubsubio/beam-pubsubio/integration/emulator"
 )
 
@@ -17,16 +18,11 @@ import (
 // scale and replay it (scripts/reliability runs 20,000).
 
 const (
-	crashDefaultMessages = 2000
-	crashDefaultKills    = 5
+	crashDefaultKills = 5
 	// crashDefaultBufferedKills is one in CI: before each further kill the
 	// emulator must give the whole backlog back, which took from 20 s to
 	// more than 5 min (RELIABILITY.md).
 	crashDefaultBufferedKills = 1
-	// crashProgressLimit bounds the wait for a kill point given as output
-	// progress: the previous kill's leases lapse within about 10 s, and the
-	// process needs a few seconds to start.
-	crashProgressLimit = 2 * time.Minute
 	// crashBufferLimit bounds the wait for a stalled process to receive the
 	// whole backlog: the emulator carries about 1,900 msg/s per stream.
 	crashBufferLimit = 5 * time.Minute
@@ -58,38 +54,38 @@ func chooseKillPoint(r *rand.Rand, remaining, killsLeft int) killPoint {
 
 func TestCrashLoopWholeProcessKilled(t *testing.T) {
 	e := emulator.Require(t)
-	n := crashEnvInt(t, envCrashMessages, crashDefaultMessages)
-	kills := crashEnvInt(t, envCrashKills, crashDefaultKills)
-	r, seed := crashRand(t)
-	bin := buildCrashPipeline(t)
-	c := newCrashTopology(t, e, "crash-loop", n)
+	n := crash.EnvInt(t, crash.EnvMessages, crash.DefaultMessages)
+	kills := crash.EnvInt(t, crash.EnvKills, crashDefaultKills)
+	r, seed := crash.Rand(t)
+	bin := crash.BuildPipeline(t)
+	c := crash.NewTopology(t, e, "crash-loop", n)
 
 	start := time.Now()
 	for k := 0; k < kills; k++ {
-		before := c.out.distinct()
+		before := c.Out.Distinct()
 		point := chooseKillPoint(r, n-before, kills-k)
-		p := startCrashProcess(t, bin, fmt.Sprintf("run-%d", k+1), c.args()...)
+		p := crash.Start(t, bin, fmt.Sprintf("run-%d", k+1), c.Args()...)
 		reached := true
 		if point.outputs == 0 {
 			select {
 			case <-time.After(point.delay):
-			case <-p.exited:
+			case <-p.Exited():
 			}
 		} else {
-			reached = c.out.awaitDistinct(before+point.outputs, crashProgressLimit) >= before+point.outputs
+			reached = c.Out.AwaitDistinct(before+point.outputs, crash.ProgressLimit) >= before+point.outputs
 		}
-		if !p.running() {
-			t.Fatalf("run %d exited before its kill (%v): %v; stderr tail:\n%s", k+1, point, p.err, crashTail(p.stderr(), 4000))
+		if !p.Running() {
+			t.Fatalf("run %d exited before its kill (%v): %v; stderr tail:\n%s", k+1, point, p.Err(), crash.Tail(p.Stderr(), 4000))
 		}
-		p.kill()
+		p.Kill()
 		note := ""
 		if !reached {
-			note = fmt.Sprintf(" (target not reached within %v)", crashProgressLimit)
+			note = fmt.Sprintf(" (target not reached within %v)", crash.ProgressLimit)
 		}
-		t.Logf("kill %d/%d: SIGKILL %v%s; %d of %d input IDs on the output", k+1, kills, point, note, c.out.distinct(), n)
+		t.Logf("kill %d/%d: SIGKILL %v%s; %d of %d input IDs on the output", k+1, kills, point, note, c.Out.Distinct(), n)
 	}
-	runs := c.complete(t, bin)
-	c.verify(t, "whole-process", seed, kills, runs, time.Since(start))
+	runs := c.Complete(t, bin)
+	c.Verify(t, "whole-process", seed, kills, runs, time.Since(start))
 }
 
 // The kill lands when the process holds the whole backlog: the transform
@@ -99,42 +95,42 @@ func TestCrashLoopWholeProcessKilled(t *testing.T) {
 // every input message delivered to this process.
 func TestCrashLoopWholeBacklogBuffered(t *testing.T) {
 	e := emulator.Require(t)
-	n := crashEnvInt(t, envCrashMessages, crashDefaultMessages)
-	kills := crashEnvInt(t, envCrashKills, crashDefaultBufferedKills)
-	_, seed := crashRand(t) // no random points here; logged for the summary line
-	bin := buildCrashPipeline(t)
-	c := newCrashTopology(t, e, "crash-buffered", n)
-	proxy := startDeliveryCounter(t, e.Endpoint)
+	n := crash.EnvInt(t, crash.EnvMessages, crash.DefaultMessages)
+	kills := crash.EnvInt(t, crash.EnvKills, crashDefaultBufferedKills)
+	_, seed := crash.Rand(t) // no random points here; logged for the summary line
+	bin := crash.BuildPipeline(t)
+	c := crash.NewTopology(t, e, "crash-buffered", n)
+	proxy := crash.StartDeliveryCounter(t, e.Endpoint)
 
 	start := time.Now()
 	for k := 0; k < kills; k++ {
-		proxy.reset()
+		proxy.Reset()
 		began := time.Now()
-		p := startCrashProcess(t, bin, fmt.Sprintf("stalled-%d", k+1), c.args(
+		p := crash.Start(t, bin, fmt.Sprintf("stalled-%d", k+1), c.Args(
 			"--read_emulator="+proxy.Endpoint,
 			"--stall",
 			"--max_outstanding_messages=-1",
 			fmt.Sprintf("--buffer_max_messages=%d", n+1000),
 		)...)
-		if err := p.awaitStderrLine(crashStalledLine, crashBufferLimit); err != nil {
+		if err := p.AwaitStderrLine(crash.StalledLine, crashBufferLimit); err != nil {
 			t.Fatalf("stalled run %d: %v", k+1, err)
 		}
 		// The emulator sometimes holds a block of a killed consumer's
 		// messages for many minutes (RELIABILITY.md): past the bound the
 		// kill lands with what was delivered, and says so.
-		if got := proxy.awaitDelivered(n, crashBufferLimit); got < n {
+		if got := proxy.AwaitDelivered(n, crashBufferLimit); got < n {
 			t.Logf("stalled run %d: only %d of %d messages delivered to the process within %v; killing it anyway", k+1, got, n, crashBufferLimit)
 		}
-		if !p.running() {
-			t.Fatalf("stalled run %d exited before its kill: %v; stderr tail:\n%s", k+1, p.err, crashTail(p.stderr(), 4000))
+		if !p.Running() {
+			t.Fatalf("stalled run %d exited before its kill: %v; stderr tail:\n%s", k+1, p.Err(), crash.Tail(p.Stderr(), 4000))
 		}
-		p.kill()
+		p.Kill()
 		t.Logf("kill %d/%d: SIGKILL with %d of %d messages delivered to the stalled process (%v after start); %d on the output",
-			k+1, kills, proxy.awaitDelivered(n, 0), n, time.Since(began).Round(time.Millisecond), c.out.distinct())
+			k+1, kills, proxy.AwaitDelivered(n, 0), n, time.Since(began).Round(time.Millisecond), c.Out.Distinct())
 	}
-	if got := c.out.distinct(); got != 0 {
+	if got := c.Out.Distinct(); got != 0 {
 		t.Errorf("%d input IDs reached the output while every run was stalled on its first message; want 0", got)
 	}
-	runs := c.complete(t, bin)
-	c.verify(t, "whole-backlog-buffered", seed, kills, runs, time.Since(start))
+	runs := c.Complete(t, bin)
+	c.Verify(t, "whole-backlog-buffered", seed, kills, runs, time.Since(start))
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/pubsubio/beam-pubsubio/integration/crash"
 	"github.com/pubsubio/beam-pubsubio/integration/emulator"
 )
 
@@ -33,7 +34,7 @@ const (
 
 // prismServer is a standalone Prism job server run by the test.
 type prismServer struct {
-	proc     *crashProcess
+	proc     *crash.Process
 	Endpoint string // job management service, localhost:PORT
 	jobs     jobpb.JobServiceClient
 }
@@ -42,7 +43,7 @@ type prismServer struct {
 // UI; it is SIGKILLed by its PID when the test ends.
 func startPrism(t *testing.T) *prismServer {
 	t.Helper()
-	bin := crashGoBuild(t, t.TempDir(), "github.com/apache/beam/sdks/v2/go/cmd/prism", "prism")
+	bin := crash.Build(t, "github.com/apache/beam/sdks/v2/go/cmd/prism", "prism")
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -50,20 +51,20 @@ func startPrism(t *testing.T) *prismServer {
 	port := lis.Addr().(*net.TCPAddr).Port
 	_ = lis.Close() // Prism binds it next; another process taking it in between fails the start below loudly
 	s := &prismServer{Endpoint: "localhost:" + strconv.Itoa(port)}
-	s.proc = startCrashProcess(t, bin, "prism", "--job_port="+strconv.Itoa(port), "--serve_http=false", "--log_kind=text")
+	s.proc = crash.Start(t, bin, "prism", "--job_port="+strconv.Itoa(port), "--serve_http=false", "--log_kind=text")
 	conn, err := grpc.NewClient(s.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	s.jobs = jobpb.NewJobServiceClient(conn)
-	if err := s.proc.awaitStderrLine("Serving JobManagement", prismStartLimit); err != nil {
+	if err := s.proc.AwaitStderrLine("Serving JobManagement", prismStartLimit); err != nil {
 		t.Fatalf("prism: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), prismStartLimit)
 	defer cancel()
 	if _, err := s.jobs.GetJobs(ctx, &jobpb.GetJobsRequest{}, grpc.WaitForReady(true)); err != nil {
-		t.Fatalf("prism job server at %s does not answer: %v; stderr:\n%s", s.Endpoint, err, crashTail(s.proc.stderr(), 4000))
+		t.Fatalf("prism job server at %s does not answer: %v; stderr:\n%s", s.Endpoint, err, crash.Tail(s.proc.Stderr(), 4000))
 	}
 	return s
 }
@@ -129,7 +130,7 @@ func (s *prismServer) awaitTerminal(job string, timeout time.Duration) (states [
 // additional response of a bundle that had already answered: one form of
 // the race that leaves the job RUNNING without a worker.
 func (s *prismServer) lostDisconnect() bool {
-	for _, line := range strings.Split(s.proc.stderr(), "\n") {
+	for _, line := range strings.Split(s.proc.Stderr(), "\n") {
 		if strings.Contains(line, "additional bundle response") && strings.Contains(line, "SDK worker disconnected") {
 			return true
 		}
@@ -139,7 +140,7 @@ func (s *prismServer) lostDisconnect() bool {
 
 // jobFailure returns Prism's "job failed" log line for job, cut to n bytes.
 func (s *prismServer) jobFailure(job string, n int) string {
-	for _, line := range strings.Split(s.proc.stderr(), "\n") {
+	for _, line := range strings.Split(s.proc.Stderr(), "\n") {
 		if strings.Contains(line, "job failed") && strings.Contains(line, "job.key="+job) {
 			return line[:min(n, len(line))]
 		}
@@ -170,28 +171,28 @@ func (s *prismServer) knownJobs(t *testing.T) map[string]bool {
 // and goes on to the resubmission, which is the connector's part.
 func TestCrashWorkerKilledPrismKept(t *testing.T) {
 	e := emulator.Require(t)
-	n := crashEnvInt(t, envCrashMessages, crashDefaultMessages)
-	kills := max(1, crashEnvInt(t, envCrashWorkerKills, 1))
-	r, seed := crashRand(t)
-	bin := buildCrashPipeline(t)
+	n := crash.EnvInt(t, crash.EnvMessages, crash.DefaultMessages)
+	kills := max(1, crash.EnvInt(t, crash.EnvWorkerKills, 1))
+	r, seed := crash.Rand(t)
+	bin := crash.BuildPipeline(t)
 	prism := startPrism(t)
-	c := newCrashTopology(t, e, "crash-worker", n)
+	c := crash.NewTopology(t, e, "crash-worker", n)
 
 	start := time.Now()
 	for k := 0; k < kills; k++ {
 		known := prism.knownJobs(t)
-		before := c.out.distinct()
+		before := c.Out.Distinct()
 		target := before + 1 + r.Intn(max(1, (n-before)/(kills-k+1)))
-		w := startCrashProcess(t, bin, fmt.Sprintf("worker-%d", k+1), append(prism.runnerArgs(), c.args()...)...)
+		w := crash.Start(t, bin, fmt.Sprintf("worker-%d", k+1), append(prism.runnerArgs(), c.Args()...)...)
 		job := prism.awaitRunningJob(t, known, prismStartLimit)
-		got := c.out.awaitDistinct(target, crashProgressLimit)
-		if !w.running() {
-			t.Fatalf("worker %d exited before its kill: %v; stderr tail:\n%s", k+1, w.err, crashTail(w.stderr(), 4000))
+		got := c.Out.AwaitDistinct(target, crash.ProgressLimit)
+		if !w.Running() {
+			t.Fatalf("worker %d exited before its kill: %v; stderr tail:\n%s", k+1, w.Err(), crash.Tail(w.Stderr(), 4000))
 		}
-		w.kill()
+		w.Kill()
 		killed := time.Now()
 		states, err := prism.awaitTerminal(job, jobEndLimit)
-		if err != nil && prism.proc.running() && len(states) > 0 && states[len(states)-1] == jobpb.JobState_RUNNING {
+		if err != nil && prism.proc.Running() && len(states) > 0 && states[len(states)-1] == jobpb.JobState_RUNNING {
 			// Prism's hang, not the connector's; seen twice in CI. Once
 			// (seed 1796056754418108051, a kill at the first outputs) Prism
 			// took the disconnect as an "additional bundle response" of a
@@ -208,19 +209,19 @@ func TestCrashWorkerKilledPrismKept(t *testing.T) {
 			continue
 		}
 		if err != nil {
-			t.Fatalf("after SIGKILL of its worker: %v; prism log tail:\n%s", err, crashTail(prism.proc.stderr(), 4000))
+			t.Fatalf("after SIGKILL of its worker: %v; prism log tail:\n%s", err, crash.Tail(prism.proc.Stderr(), 4000))
 		}
 		t.Logf("kill %d/%d: worker SIGKILLed with %d of %d input IDs on the output (target %d); prism job %s went %v %v after the kill; %s",
 			k+1, kills, got, n, target, job, states, time.Since(killed).Round(time.Millisecond), prism.jobFailure(job, 300))
 		if last := states[len(states)-1]; last != jobpb.JobState_FAILED {
 			t.Errorf("job %s ended %v after its worker was killed; measured before: FAILED", job, last)
 		}
-		if !prism.proc.running() {
-			t.Fatalf("prism exited after the worker was killed: %v", prism.proc.err)
+		if !prism.proc.Running() {
+			t.Fatalf("prism exited after the worker was killed: %v", prism.proc.Err())
 		}
 	}
-	runs := c.complete(t, bin, prism.runnerArgs()...)
-	c.verify(t, "worker-killed-prism-kept", seed, kills, runs, time.Since(start))
+	runs := c.Complete(t, bin, prism.runnerArgs()...)
+	c.Verify(t, "worker-killed-prism-kept", seed, kills, runs, time.Since(start))
 }
 
 // One failed bundle (the transform returns an error for the first message
@@ -229,41 +230,31 @@ func TestCrashWorkerKilledPrismKept(t *testing.T) {
 // every one.
 func TestCrashFailedBundleFailsPrismJob(t *testing.T) {
 	e := emulator.Require(t)
-	n := crashEnvInt(t, envCrashMessages, crashDefaultMessages)
-	bin := buildCrashPipeline(t)
+	n := crash.EnvInt(t, crash.EnvMessages, crash.DefaultMessages)
+	bin := crash.BuildPipeline(t)
 	prism := startPrism(t)
-	c := newCrashTopology(t, e, "crash-failbundle", n)
+	c := crash.NewTopology(t, e, "crash-failbundle", n)
 
 	start := time.Now()
 	known := prism.knownJobs(t)
-	w := startCrashProcess(t, bin, "fail-once", append(prism.runnerArgs(), c.args("--fail_once", "--idle_timeout="+crashIdleTimeout.String())...)...)
+	w := crash.Start(t, bin, "fail-once", append(prism.runnerArgs(), c.Args("--fail_once", "--idle_timeout="+crash.IdleTimeout.String())...)...)
 	job := prism.awaitRunningJob(t, known, prismStartLimit)
 	states, err := prism.awaitTerminal(job, jobEndLimit)
 	if err != nil {
-		t.Fatalf("after one failed bundle: %v; prism log tail:\n%s", err, crashTail(prism.proc.stderr(), 4000))
+		t.Fatalf("after one failed bundle: %v; prism log tail:\n%s", err, crash.Tail(prism.proc.Stderr(), 4000))
 	}
-	werr := w.wait(crashRunLimit)
+	werr := w.Wait(crash.RunLimit)
 	t.Logf("one failed bundle: prism job %s went %v in %v; the submitting process returned %v; %s",
-		job, states, time.Since(start).Round(time.Millisecond), firstLine(werr), prism.jobFailure(job, 300))
+		job, states, time.Since(start).Round(time.Millisecond), excerpt(werr, ""), prism.jobFailure(job, 300))
 	if last := states[len(states)-1]; last != jobpb.JobState_FAILED {
 		t.Errorf("job %s ended %v after one failed bundle; want FAILED (a retried bundle would have succeeded: the transform fails once)", job, last)
 	}
 	if werr == nil || !strings.Contains(werr.Error(), "on purpose (--fail_once)") {
-		t.Errorf("the submitting process returned %v; want the job's failure naming the deliberate error", firstLine(werr))
+		t.Errorf("the submitting process returned %v; want the job's failure naming the deliberate error", excerpt(werr, ""))
 	}
-	if got := c.out.distinct(); got == n {
+	if got := c.Out.Distinct(); got == n {
 		t.Logf("note: all %d messages were published before the job failed", n)
 	}
-	runs := c.complete(t, bin, prism.runnerArgs()...)
-	c.verify(t, "failed-bundle", 0, 0, runs, time.Since(start))
-}
-
-// firstLine is err's first line, for logs (Beam's job errors carry the
-// whole execution plan).
-func firstLine(err error) string {
-	if err == nil {
-		return "<nil>"
-	}
-	s, _, _ := strings.Cut(err.Error(), "\n")
-	return s
+	runs := c.Complete(t, bin, prism.runnerArgs()...)
+	c.Verify(t, "failed-bundle", 0, 0, runs, time.Since(start))
 }

@@ -103,7 +103,7 @@ func TestDeadLetterWriteRoundTrip(t *testing.T) {
 
 	p, s := beam.NewPipelineWithRoot()
 	dlq.Write(s, dlq.Config{
-		Topic:               mustParseTopic(t, topic),
+		Topic:               topic,
 		MaxInFlightMessages: 64, // waits at the bound as well as at the end of bundles
 		Connection:          pubsubio.Connection{EmulatorEndpoint: e.Endpoint},
 	}, beam.CreateList(s, sent))
@@ -178,7 +178,7 @@ func TestDeadLetterRecordViewToTopic(t *testing.T) {
 
 	const n = 60
 	client := e.Client(t)
-	pub := client.Publisher(input)
+	pub := client.Publisher(input.String())
 	defer pub.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -205,7 +205,7 @@ func TestDeadLetterRecordViewToTopic(t *testing.T) {
 
 	p, s := beam.NewPipelineWithRoot()
 	msgs := pubsubio.Read(s, pubsubio.ReadConfig{
-		Subscriptions: parseSubs(t, inputSub),
+		Subscriptions: []pubsubio.Subscription{inputSub},
 		MaxMessages:   n,
 		IdleTimeout:   10 * time.Second,
 		Connection:    pubsubio.Connection{EmulatorEndpoint: e.Endpoint},
@@ -213,7 +213,7 @@ func TestDeadLetterRecordViewToTopic(t *testing.T) {
 	records, dead := pubsubio.Records(s, pubsubio.RecordConfig{Format: pubsubio.FormatJSON, AttributesKey: "attrs"}, msgs)
 	bucket := collect.Bucket(t)
 	collect.Into(s, bucket, records)
-	dlq.Write(s, dlq.Config{Topic: mustParseTopic(t, dlqTopic), Connection: pubsubio.Connection{EmulatorEndpoint: e.Endpoint}}, dead)
+	dlq.Write(s, dlq.Config{Topic: dlqTopic, Connection: pubsubio.Connection{EmulatorEndpoint: e.Endpoint}}, dead)
 	r, err := beamx.RunWithMetrics(context.Background(), p)
 	if err != nil {
 		t.Fatalf("pipeline failed: %v", err)
@@ -242,7 +242,6 @@ func TestDeadLetterRecordViewToTopic(t *testing.T) {
 	}
 
 	got := receiveAll(t, client, dlqSub, len(poison), time.Minute)
-	wantSub := parseSubs(t, inputSub)[0]
 	for data, id := range poison {
 		m := got[data]
 		if m == nil {
@@ -250,7 +249,7 @@ func TestDeadLetterRecordViewToTopic(t *testing.T) {
 			continue
 		}
 		f := decodeDeadLetter(t, m)
-		if f.Stage != dlq.StageDecode || f.Subscription != wantSub || f.Message.ID != id || !maps.Equal(f.Message.Attributes, map[string]string{"n": strings.TrimPrefix(data, `{"i":`)}) ||
+		if f.Stage != dlq.StageDecode || f.Subscription != inputSub || f.Message.ID != id || !maps.Equal(f.Message.Attributes, map[string]string{"n": strings.TrimPrefix(data, `{"i":`)}) ||
 			!strings.Contains(f.Error, "not JSON") || !strings.Contains(f.Error, id) || f.Message.PublishTime.IsZero() {
 			t.Errorf("dead letter for %s: %+v", id, f)
 		}

@@ -25,16 +25,10 @@ import (
 // attribute), read on Prism against the emulator under each policy.
 
 func init() {
-	register.Function1x1(deadLetterKey)
 	register.Function1x1(messageID)
 }
 
-// deadLetterKey keys a dead letter for the checks below: message ID, stage
-// and subscription.
-func deadLetterKey(f dlq.FailedMessage) string {
-	return fmt.Sprintf("%s/%s/%s", f.Message.ID, f.Stage, f.Subscription.ID)
-}
-
+// messageID keys what a read emitted by message ID alone.
 func messageID(m pubsubio.Message) string { return m.ID }
 
 const (
@@ -46,7 +40,7 @@ const (
 // poisoned is a topic with one subscription and what was published to it.
 type poisoned struct {
 	e      *emulator.Emulator
-	topic  string
+	topic  pubsubio.Topic
 	sub    pubsubio.Subscription
 	good   []string
 	poison []string // IDs: a non-JSON payload, then a malformed timestamp
@@ -59,10 +53,10 @@ func newPoisoned(t *testing.T, e *emulator.Emulator, prefix string) *poisoned {
 		e = emulator.Require(t)
 	}
 	topic := e.CreateTopic(t, prefix)
-	p := &poisoned{e: e, topic: topic, sub: parseSubs(t, e.CreateSubscription(t, topic, prefix, 10*time.Second))[0]}
+	p := &poisoned{e: e, topic: topic, sub: e.CreateSubscription(t, topic, prefix, 10*time.Second)}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pub := e.Client(t).Publisher(topic)
+	pub := e.Client(t).Publisher(topic.String())
 	defer pub.Stop()
 	var results []*pubsub.PublishResult
 	kinds := []string{}
@@ -210,7 +204,7 @@ func TestDecodeNackLeavesPoisonToTheSubscriptionsDeadLetterPolicy(t *testing.T) 
 	if _, err := client.SubscriptionAdminClient.UpdateSubscription(ctx, &pubsubpb.UpdateSubscriptionRequest{
 		Subscription: &pubsubpb.Subscription{
 			Name:             p.sub.String(),
-			DeadLetterPolicy: &pubsubpb.DeadLetterPolicy{DeadLetterTopic: deadTopic, MaxDeliveryAttempts: decodeAttempts},
+			DeadLetterPolicy: &pubsubpb.DeadLetterPolicy{DeadLetterTopic: deadTopic.String(), MaxDeliveryAttempts: decodeAttempts},
 		},
 		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"dead_letter_policy"}},
 	}); err != nil {
@@ -244,7 +238,7 @@ func TestDecodeNackLeavesPoisonToTheSubscriptionsDeadLetterPolicy(t *testing.T) 
 func TestDecodeNackPrepareRejectsSubscriptionWithoutDeadLetterPolicy(t *testing.T) {
 	e := emulator.Require(t)
 	topic := e.CreateTopic(t, "prep-nack")
-	sub := parseSubs(t, e.CreateSubscription(t, topic, "prep-nack", 0))[0]
+	sub := e.CreateSubscription(t, topic, "prep-nack", 0)
 	p, _ := readInto(t, pubsubio.ReadConfig{
 		Subscriptions: []pubsubio.Subscription{sub},
 		DecodePolicy:  pubsubio.DecodeNack,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -41,58 +40,6 @@ func missingSubscription(t *testing.T, e *emulator.Emulator, prefix string) pubs
 	return sub
 }
 
-// describe reads sub back from the emulator.
-func describe(t *testing.T, client *pubsub.Client, sub pubsubio.Subscription) *pubsubpb.Subscription {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	got, err := client.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: sub.String()})
-	if err != nil {
-		t.Fatalf("describing %s: %v", sub, err)
-	}
-	return got
-}
-
-// runFails runs a pipeline that must fail, bounded so that a job spinning
-// instead of failing is reported as such.
-func runFails(t *testing.T, p *beam.Pipeline) error {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	err := beamx.Run(ctx, p)
-	if err == nil {
-		t.Fatal("the pipeline succeeded; want its prepare step to fail it")
-	}
-	if ctx.Err() != nil {
-		t.Fatalf("the job ran until the test's deadline instead of failing: %v", err)
-	}
-	return err
-}
-
-func wantInError(t *testing.T, err error, wants ...string) {
-	t.Helper()
-	for _, w := range wants {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error does not contain %q:\n%v", w, err)
-		}
-	}
-}
-
-// wantAll checks that every id was emitted from sub at least once.
-func wantAll(t *testing.T, what, bucket string, sub pubsubio.Subscription, ids []string) {
-	t.Helper()
-	got := tally(t, bucket)
-	var missing []string
-	for _, id := range ids {
-		if got[sub.ID+"/"+id] == 0 {
-			missing = append(missing, id)
-		}
-	}
-	if len(missing) > 0 {
-		t.Errorf("%s: %d of %d messages not emitted, e.g. %v", what, len(missing), len(ids), missing[:min(5, len(missing))])
-	}
-}
-
 // replay runs a bounded read of sub with cfg's start position (cfg names
 // no subscriptions; IdleTimeout defaults to 30 s), checks that every id was
 // emitted and that exactly one seek ran, and returns the job's metrics.
@@ -115,32 +62,6 @@ func replay(t *testing.T, sub pubsubio.Subscription, ids []string, cfg pubsubio.
 	return res
 }
 
-// runSetup runs a read of the subscriptions that setup names, with nothing
-// published, so it ends once idle, and returns the job's metrics: what the
-// prepare step did is all there is to see.
-func runSetup(t *testing.T, conn pubsubio.Connection, idle time.Duration, setup ...pubsubio.SubscriptionSetup) beam.PipelineResult {
-	t.Helper()
-	cfg := pubsubio.ReadConfig{Setup: setup, IdleTimeout: idle, Connection: conn}
-	for _, s := range setup {
-		cfg.Subscriptions = append(cfg.Subscriptions, s.Subscription)
-	}
-	p, _ := readInto(t, cfg, nil)
-	res, err := beamx.RunWithMetrics(context.Background(), p)
-	if err != nil {
-		t.Fatalf("pipeline failed: %v", err)
-	}
-	return res
-}
-
-// wantNeverExpires checks that sub has an expiration policy without a TTL,
-// Pub/Sub's "never expires".
-func wantNeverExpires(t *testing.T, client *pubsub.Client, sub pubsubio.Subscription) {
-	t.Helper()
-	if got := describe(t, client, sub); got.GetExpirationPolicy() == nil || got.GetExpirationPolicy().GetTtl() != nil {
-		t.Errorf("%s: expiration policy %v, want a policy without a TTL (never expires)", sub, got.GetExpirationPolicy())
-	}
-}
-
 // A subscription that does not exist, configured with create options, is
 // created by the job before any split reads, and then consumed: the test
 // publishes once it exists, and the same job reads every message.
@@ -154,7 +75,7 @@ func TestPrepareCreatesMissingSubscriptionThenReadsIt(t *testing.T) {
 		Subscriptions: []pubsubio.Subscription{sub},
 		Setup: []pubsubio.SubscriptionSetup{{
 			Subscription: sub,
-			Create:       pubsubio.SubscriptionCreateOptions{Topic: mustParseTopic(t, topic), AckDeadline: 30 * time.Second},
+			Create:       pubsubio.SubscriptionCreateOptions{Topic: topic, AckDeadline: 30 * time.Second},
 		}},
 		MaxMessages: n,
 		IdleTimeout: time.Minute, // only a backstop: the count ends the read
@@ -193,7 +114,7 @@ func TestPrepareCreatesMissingSubscriptionThenReadsIt(t *testing.T) {
 	if got := counter(out.res, "subscriptions_created"); got != 1 {
 		t.Errorf("subscriptions_created %d, want 1", got)
 	}
-	if got := describe(t, client, sub); got.GetTopic() != topic || got.GetAckDeadlineSeconds() != 30 {
+	if got := describe(t, client, sub); got.GetTopic() != topic.String() || got.GetAckDeadlineSeconds() != 30 {
 		t.Errorf("created %v, want a subscription to %s with a 30 s ack deadline", got, topic)
 	}
 }
@@ -226,7 +147,7 @@ func awaitSubscription[T any](ctx context.Context, client *pubsub.Client, sub pu
 func TestPrepareMissingSubscriptionWithoutCreateOptionsFails(t *testing.T) {
 	e := emulator.Require(t)
 	topic := e.CreateTopic(t, "prep-nocreate")
-	existing := parseSubs(t, e.CreateSubscription(t, topic, "prep-nocreate", 0))[0]
+	existing := e.CreateSubscription(t, topic, "prep-nocreate", 0)
 	missing := pubsubio.SubscriptionOf(e.Project, "prep-never-created")
 	p, _ := readInto(t, pubsubio.ReadConfig{
 		Subscriptions: []pubsubio.Subscription{existing, missing},
@@ -245,7 +166,7 @@ func TestPrepareMissingSubscriptionWithoutCreateOptionsFails(t *testing.T) {
 func TestPrepareRejectsUnorderedSubscriptionUnderPerKey(t *testing.T) {
 	e := emulator.Require(t)
 	topic := e.CreateTopic(t, "prep-unordered")
-	sub := parseSubs(t, e.CreateSubscription(t, topic, "prep-unordered", 0))[0]
+	sub := e.CreateSubscription(t, topic, "prep-unordered", 0)
 	p, _ := readInto(t, pubsubio.ReadConfig{
 		Subscriptions: []pubsubio.Subscription{sub},
 		Ordering:      pubsubio.OrderingPerKey,
@@ -261,8 +182,8 @@ func TestPrepareRejectsUnorderedSubscriptionUnderPerKey(t *testing.T) {
 func TestPrepareCreateOptionsReadBack(t *testing.T) {
 	e := emulator.Require(t)
 	client := e.Client(t)
-	topic := mustParseTopic(t, e.CreateTopic(t, "prep-options"))
-	dead := mustParseTopic(t, e.CreateTopic(t, "prep-options-dead"))
+	topic := e.CreateTopic(t, "prep-options")
+	dead := e.CreateTopic(t, "prep-options-dead")
 	full := missingSubscription(t, e, "prep-options-full")
 	never := missingSubscription(t, e, "prep-options-never")
 	opts := pubsubio.SubscriptionCreateOptions{
@@ -327,7 +248,7 @@ func TestPrepareReplaysAckedBacklogFromTimestamp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
-		Name: sub.String(), Topic: topic, RetainAckedMessages: true, MessageRetentionDuration: durationpb.New(time.Hour),
+		Name: sub.String(), Topic: topic.String(), RetainAckedMessages: true, MessageRetentionDuration: durationpb.New(time.Hour),
 	}); err != nil {
 		t.Fatalf("creating %s: %v", sub, err)
 	}
@@ -336,7 +257,7 @@ func TestPrepareReplaysAckedBacklogFromTimestamp(t *testing.T) {
 	before := time.Now().Add(-2 * time.Second)
 	const n = 300
 	ids := e.Publish(t, topic, n, 64, nil)
-	receiveAll(t, client, sub.String(), n, time.Minute) // acks the backlog; see ackedBacklogNote
+	receiveAll(t, client, sub, n, time.Minute) // acks the backlog; see ackedBacklogNote
 
 	res := replay(t, sub, ids, pubsubio.ReadConfig{
 		Setup:      []pubsubio.SubscriptionSetup{{Subscription: sub, Start: pubsubio.StartFromTimestamp(before)}},
@@ -354,7 +275,7 @@ func TestPrepareSnapshotPosition(t *testing.T) {
 	e := emulator.Require(t)
 	client := e.Client(t)
 	topic := e.CreateTopic(t, "prep-snapshot")
-	sub := parseSubs(t, e.CreateSubscription(t, topic, "prep-snapshot", 30*time.Second))[0]
+	sub := e.CreateSubscription(t, topic, "prep-snapshot", 30*time.Second)
 	const n = 300
 	ids := e.Publish(t, topic, n, 64, nil)
 
@@ -372,7 +293,7 @@ func TestPrepareSnapshotPosition(t *testing.T) {
 			t.Logf("deleting %s: %v", snapshot, err)
 		}
 	})
-	receiveAll(t, client, sub.String(), n, time.Minute) // acks the backlog; see ackedBacklogNote
+	receiveAll(t, client, sub, n, time.Minute) // acks the backlog; see ackedBacklogNote
 
 	replay(t, sub, ids, pubsubio.ReadConfig{
 		Setup:      []pubsubio.SubscriptionSetup{{Subscription: sub, Start: pubsubio.StartFromSnapshot(snapshotID)}},

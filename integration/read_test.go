@@ -18,12 +18,8 @@ import (
 )
 
 func init() {
-	register.Function1x1(subscriptionAndID)
 	register.DoFn1x1[pubsubio.Message, error](&failFirstFn{})
 }
-
-// subscriptionAndID keys what a read emitted for the checks below.
-func subscriptionAndID(m pubsubio.Message) string { return m.Subscription.ID + "/" + m.ID }
 
 // failFirstFn fails the first bundle that reaches it in this process (its
 // Marker names the test), so the read's first bundle never commits.
@@ -40,33 +36,6 @@ func (f *failFirstFn) ProcessElement(m pubsubio.Message) error {
 	return nil
 }
 
-// readInto builds a pipeline reading cfg into a fresh bucket.
-func readInto(t *testing.T, cfg pubsubio.ReadConfig, downstream func(beam.Scope, beam.PCollection)) (*beam.Pipeline, string) {
-	t.Helper()
-	p, s := beam.NewPipelineWithRoot()
-	msgs := pubsubio.Read(s, cfg)
-	if downstream != nil {
-		downstream(s, msgs)
-	}
-	bucket := collect.Bucket(t)
-	collect.Into(s, bucket, beam.ParDo(s, subscriptionAndID, msgs))
-	return p, bucket
-}
-
-// tally counts what a bucket holds per key.
-func tally(t *testing.T, bucket string) map[string]int {
-	t.Helper()
-	keys, err := collect.ItemsOf[string](bucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := map[string]int{}
-	for _, k := range keys {
-		n[k]++
-	}
-	return n
-}
-
 // (a) Two subscriptions, three splits each, several thousand messages: every
 // message is emitted from each subscription, and each count is right.
 func TestReadEveryMessageFromEverySubscription(t *testing.T) {
@@ -77,7 +46,7 @@ func TestReadEveryMessageFromEverySubscription(t *testing.T) {
 	subB := e.CreateSubscription(t, topic, "read-all-b", 30*time.Second)
 	ids := e.Publish(t, topic, n, 256, nil)
 
-	subs := parseSubs(t, subA, subB)
+	subs := []pubsubio.Subscription{subA, subB}
 	p, bucket := readInto(t, pubsubio.ReadConfig{
 		Subscriptions: subs,
 		Splits:        6,
@@ -93,20 +62,8 @@ func TestReadEveryMessageFromEverySubscription(t *testing.T) {
 	}
 	got := tally(t, bucket)
 	for _, sub := range subs {
-		var missing []string
-		dups := 0
-		for _, id := range ids {
-			switch c := got[sub.ID+"/"+id]; {
-			case c == 0:
-				missing = append(missing, id)
-			case c > 1:
-				dups += c - 1
-			}
-		}
-		if len(missing) > 0 {
-			t.Errorf("%s: %d of %d messages never emitted, e.g. %v", sub.ID, len(missing), n, missing[:min(5, len(missing))])
-		}
-		t.Logf("%s: %d messages, %d duplicates", sub.ID, n-len(missing), dups)
+		lost, dups := readCheck(t, sub.ID, sub, ids, got)
+		t.Logf("%s: %d messages, %d duplicates", sub.ID, n-lost, dups)
 	}
 }
 
@@ -117,9 +74,8 @@ func TestReadAcksOnlyCommittedBundles(t *testing.T) {
 	e, srv := emulator.Fake(t)
 	const n = 150
 	topic := e.CreateTopic(t, "commit")
-	sub := e.CreateSubscription(t, topic, "commit", 10*time.Second)
+	subs := []pubsubio.Subscription{e.CreateSubscription(t, topic, "commit", 10*time.Second)}
 	ids := e.Publish(t, topic, n, 64, nil)
-	subs := parseSubs(t, sub)
 	cfg := pubsubio.ReadConfig{
 		Subscriptions: subs,
 		MaxMessages:   n,
@@ -175,9 +131,8 @@ func TestReadCancelledGivesBackUncommitted(t *testing.T) {
 	e, srv := emulator.Fake(t)
 	const n = 200
 	topic := e.CreateTopic(t, "cancel")
-	sub := e.CreateSubscription(t, topic, "cancel", 10*time.Second)
+	subs := []pubsubio.Subscription{e.CreateSubscription(t, topic, "cancel", 10*time.Second)}
 	ids := e.Publish(t, topic, n, 64, nil)
-	subs := parseSubs(t, sub)
 	conn := pubsubio.Connection{EmulatorEndpoint: e.Endpoint}
 
 	p, first := readInto(t, pubsubio.ReadConfig{Subscriptions: subs, LeaseIdle: time.Second, Connection: conn}, nil)
@@ -228,30 +183,6 @@ func TestReadCancelledGivesBackUncommitted(t *testing.T) {
 	t.Logf("first run emitted %d, acked before cancel %d; second run emitted %d", collect.Len(first), acked, collect.Len(second))
 }
 
-// gauge returns the last value of a pubsubio gauge, summed over steps.
-func gauge(res beam.PipelineResult, name string) int64 {
-	var total int64
-	for _, g := range res.Metrics().AllMetrics().Gauges() {
-		if g.Namespace() == "pubsubio" && g.Name() == name {
-			total += g.Result().Value
-		}
-	}
-	return total
-}
-
-func parseSubs(t *testing.T, names ...string) []pubsubio.Subscription {
-	t.Helper()
-	var subs []pubsubio.Subscription
-	for _, name := range names {
-		s, err := pubsubio.ParseSubscription(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		subs = append(subs, s)
-	}
-	return subs
-}
-
 // A subscription that does not exist fails the job with an error naming it
 // and saying what to do, instead of spinning.
 func TestReadMissingSubscriptionFailsNamingIt(t *testing.T) {
@@ -275,7 +206,7 @@ func TestReadFinalizationForcedOnDefectiveSDK(t *testing.T) {
 	sub := e.CreateSubscription(t, topic, "finalize", 10*time.Second)
 	ids := e.Publish(t, topic, n, 64, nil)
 	p, bucket := readInto(t, pubsubio.ReadConfig{
-		Subscriptions:       parseSubs(t, sub),
+		Subscriptions:       []pubsubio.Subscription{sub},
 		MaxMessages:         n,
 		IdleTimeout:         5 * time.Second,
 		MaxRecordsPerBundle: 10, // many bundles, so the lost callbacks show

@@ -103,7 +103,7 @@ func TestRealPubSubSchemaRejectionIsolatedFromItsBatch(t *testing.T) {
 		}
 	}
 
-	got := receiveAll(t, r.client, sub.String(), n-1, 2*time.Minute)
+	got := receiveAll(t, r.client, sub, n-1, 2*time.Minute)
 	for i := range n {
 		if m := got[payload(i)]; (m != nil) == (i == bad) {
 			t.Errorf("message %d (%s) arrived: %v", i, payload(i), m != nil)

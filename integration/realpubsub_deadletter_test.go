@@ -139,7 +139,7 @@ func TestRealPubSubNackForwardsPoisonToDeadLetterTopic(t *testing.T) {
 		t.Errorf("messages_nacked_decode %d, decode_failures %d; want equal and at least %d", nacked, failures, poison)
 	}
 
-	got := receiveAll(t, r.client, deadSub.String(), poison, 2*time.Minute)
+	got := receiveAll(t, r.client, deadSub, poison, 2*time.Minute)
 	for data, id := range poisonIDs {
 		m := got[data]
 		if m == nil {

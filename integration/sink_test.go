@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
 	"reflect"
 	"sort"
 	"strconv"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -74,114 +72,6 @@ func bundlesSeen(name string) int64 {
 	return n.(*atomic.Int64).Load()
 }
 
-// sinkMessages returns n messages whose payloads are emulator.Payload(i, size).
-func sinkMessages(n, size int, decorate func(i int, m *pubsubio.Message)) []pubsubio.Message {
-	ms := make([]pubsubio.Message, n)
-	for i := range ms {
-		ms[i] = pubsubio.Message{Data: emulator.Payload(i, size)}
-		if decorate != nil {
-			decorate(i, &ms[i])
-		}
-	}
-	return ms
-}
-
-// writePipeline writes msgs with cfg and collects the dead letters into a
-// fresh bucket.
-func writePipeline(t *testing.T, cfg pubsubio.WriteConfig, msgs []pubsubio.Message, middle func(beam.Scope, beam.PCollection) beam.PCollection) (*beam.Pipeline, string) {
-	t.Helper()
-	p, s := beam.NewPipelineWithRoot()
-	col := beam.CreateList(s, msgs)
-	if middle != nil {
-		col = middle(s, col)
-	}
-	dead := pubsubio.Write(s, cfg, col)
-	bucket := collect.Bucket(t)
-	collect.Into(s, bucket, dead)
-	return p, bucket
-}
-
-// counter returns a pubsubio counter's committed (else attempted) value,
-// summed over steps. (Shared with read_test.go.)
-func counter(res beam.PipelineResult, name string) int64 {
-	var total int64
-	for _, c := range res.Metrics().AllMetrics().Counters() {
-		if c.Namespace() == "pubsubio" && c.Name() == name {
-			total += c.Result()
-		}
-	}
-	return total
-}
-
-// receiveAll pulls sub (a full name) until want distinct payloads arrived or
-// the deadline passed, acking everything, and returns the messages by
-// payload. A shortfall fails the test naming what arrived.
-func receiveAll(t *testing.T, client *pubsub.Client, sub string, want int, timeout time.Duration) map[string]*pubsub.Message {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var mu sync.Mutex
-	got := map[string]*pubsub.Message{}
-	deliveries := 0
-	err := client.Subscriber(sub).Receive(ctx, func(_ context.Context, m *pubsub.Message) {
-		m.Ack()
-		mu.Lock()
-		defer mu.Unlock()
-		deliveries++
-		got[string(m.Data)] = m
-		if len(got) >= want {
-			cancel()
-		}
-	})
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) < want {
-		t.Fatalf("%s: %d of %d distinct messages arrived within %v (%d deliveries, Receive: %v); e.g. %v",
-			sub, len(got), want, timeout, deliveries, err, payloadSample(got, 5))
-	}
-	return got
-}
-
-func payloadSample(got map[string]*pubsub.Message, n int) []string {
-	var keys []string
-	for k := range got {
-		keys = append(keys, strings.TrimRight(k, "."))
-	}
-	sort.Strings(keys)
-	return keys[:min(n, len(keys))]
-}
-
-func mustParseTopic(t *testing.T, name string) pubsubio.Topic {
-	t.Helper()
-	topic, err := pubsubio.ParseTopic(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return topic
-}
-
-// missingTopic names a topic that does not exist yet and deletes it, if
-// the test made it exist, when the test ends.
-func missingTopic(t *testing.T, e *emulator.Emulator, prefix string) pubsubio.Topic {
-	t.Helper()
-	topic := pubsubio.TopicOf(e.Project, fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), time.Now().UnixNano()))
-	client := e.Client(t)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		err := client.TopicAdminClient.DeleteTopic(ctx, &pubsubpb.DeleteTopicRequest{Topic: topic.String()})
-		if err != nil && status.Code(err) != codes.NotFound {
-			t.Logf("deleting %s: %v", topic, err)
-		}
-	})
-	return topic
-}
-
-// reactorFunc adapts a function to pstest.Reactor.
-type reactorFunc func(req any) (bool, any, error)
-
-func (r reactorFunc) React(req any) (bool, any, error) { return r(req) }
-
 // A publish answered NOT_FOUND, then success: the sink repairs (the topic
 // exists, creation answers ALREADY_EXISTS) and every message arrives once.
 func TestSinkPstestNotFoundThenSuccess(t *testing.T) {
@@ -192,7 +82,7 @@ func TestSinkPstestNotFoundThenSuccess(t *testing.T) {
 		}
 		return false, nil, nil
 	})})
-	topic := mustParseTopic(t, e.CreateTopic(t, "sink-notfound"))
+	topic := e.CreateTopic(t, "sink-notfound")
 	const n = 200
 	p, dead := writePipeline(t, pubsubio.WriteConfig{Topic: topic, Connection: pubsubio.Connection{EmulatorEndpoint: e.Endpoint}}, sinkMessages(n, 32, nil), nil)
 	r, err := beamx.RunWithMetrics(context.Background(), p)
@@ -229,7 +119,7 @@ func TestSinkPstestInvalidArgumentForOneMessage(t *testing.T) {
 		}
 		return false, nil, nil
 	})})
-	topic := mustParseTopic(t, e.CreateTopic(t, "sink-invalid"))
+	topic := e.CreateTopic(t, "sink-invalid")
 	const n, bad = 100, 37
 	msgs := sinkMessages(n, 16, func(i int, m *pubsubio.Message) {
 		if i == bad {
@@ -276,7 +166,7 @@ func TestSinkPstestInvalidArgumentForOneMessage(t *testing.T) {
 // even under a dropping policy.
 func TestSinkPstestUnavailableFailsThePipeline(t *testing.T) {
 	e, srv := emulator.Fake(t, pstest.WithErrorInjection("Publish", codes.Unavailable, "backend unavailable"))
-	topic := mustParseTopic(t, e.CreateTopic(t, "sink-unavailable"))
+	topic := e.CreateTopic(t, "sink-unavailable")
 	p, dead := writePipeline(t, pubsubio.WriteConfig{
 		Topic:         topic,
 		FailurePolicy: pubsubio.PolicyDrop,
@@ -301,10 +191,10 @@ func TestSinkPstestUnavailableFailsThePipeline(t *testing.T) {
 func TestSinkDynamicDestinationsWithAutoCreation(t *testing.T) {
 	e := emulator.Require(t)
 	client := e.Client(t)
-	existing := []string{e.CreateTopic(t, "sink-dyn-a"), e.CreateTopic(t, "sink-dyn-b")}
-	subs := []string{e.CreateSubscription(t, existing[0], "sink-dyn-a", 0), e.CreateSubscription(t, existing[1], "sink-dyn-b", 0)}
+	existing := []pubsubio.Topic{e.CreateTopic(t, "sink-dyn-a"), e.CreateTopic(t, "sink-dyn-b")}
+	subs := []pubsubio.Subscription{e.CreateSubscription(t, existing[0], "sink-dyn-a", 0), e.CreateSubscription(t, existing[1], "sink-dyn-b", 0)}
 	created := []pubsubio.Topic{missingTopic(t, e, "sink-auto-c"), missingTopic(t, e, "sink-auto-d")}
-	topics := []pubsubio.Topic{mustParseTopic(t, existing[0]), mustParseTopic(t, existing[1]), created[0], created[1]}
+	topics := []pubsubio.Topic{existing[0], existing[1], created[0], created[1]}
 	opts := pubsubio.TopicCreateOptions{
 		MessageRetention:          24 * time.Hour,
 		KMSKeyName:                "projects/" + e.Project + "/locations/europe-west1/keyRings/ring/cryptoKeys/key",
@@ -383,17 +273,13 @@ func TestSinkReadToWriteDeliversEveryMessageThroughBundleFlushes(t *testing.T) {
 	const n = 2000
 	e.Publish(t, in, n, 128, func(i int) map[string]string { return map[string]string{"i": strconv.Itoa(i)} })
 
-	sub, err := pubsubio.ParseSubscription(inSub)
-	if err != nil {
-		t.Fatal(err)
-	}
 	conn := pubsubio.Connection{EmulatorEndpoint: e.Endpoint}
 	probe := t.Name()
 	p, s := beam.NewPipelineWithRoot()
-	msgs := pubsubio.Read(s, pubsubio.ReadConfig{Subscriptions: []pubsubio.Subscription{sub}, MaxMessages: n, IdleTimeout: 10 * time.Second, Connection: conn})
+	msgs := pubsubio.Read(s, pubsubio.ReadConfig{Subscriptions: []pubsubio.Subscription{inSub}, MaxMessages: n, IdleTimeout: 10 * time.Second, Connection: conn})
 	msgs = beam.ParDo(s, &bundleProbeFn{Name: probe}, msgs)
 	dead := pubsubio.Write(s, pubsubio.WriteConfig{
-		Topic:      mustParseTopic(t, out),
+		Topic:      out,
 		Publisher:  pubsubio.PublisherOptions{CountThreshold: 1000, ByteThreshold: 9e6, DelayThreshold: time.Hour},
 		Connection: conn,
 	}, msgs)
@@ -428,7 +314,7 @@ func TestSinkReadToWriteDeliversEveryMessageThroughBundleFlushes(t *testing.T) {
 // PCollections: each element becomes one message's payload.
 func TestSinkFromStringsAndBytes(t *testing.T) {
 	e, srv := emulator.Fake(t)
-	topic := mustParseTopic(t, e.CreateTopic(t, "sink-plain"))
+	topic := e.CreateTopic(t, "sink-plain")
 	p, s := beam.NewPipelineWithRoot()
 	cfg := pubsubio.WriteConfig{Topic: topic, Connection: pubsubio.Connection{EmulatorEndpoint: e.Endpoint}}
 	pubsubio.Write(s, cfg, pubsubio.MessagesFromStrings(s, beam.Create(s, "s1", "s2")))

@@ -28,7 +28,6 @@ import (
 // throughout. A leaked subscriber, publisher, finalization callback or ack
 // ID shows as a trend after warm-up.
 const (
-	envLong = "PUBSUB_IT_LONG" // "1" selects the long reliability tests
 	envSoak = "PUBSUB_IT_SOAK" // the soak's duration (time.ParseDuration)
 
 	soakDefault     = 10 * time.Minute
@@ -56,14 +55,6 @@ const (
 	soakGoroutineMargin = 10
 	soakFloorWindow     = 2 * time.Minute
 )
-
-// longTests skips t unless PUBSUB_IT_LONG=1.
-func longTests(t *testing.T) {
-	t.Helper()
-	if os.Getenv(envLong) != "1" {
-		t.Skipf("long reliability test: runs for minutes; set %s=1 to run it (scripts/reliability does)", envLong)
-	}
-}
 
 // soakDuration is PUBSUB_IT_SOAK, or the default.
 func soakDuration(t *testing.T) time.Duration {
@@ -94,10 +85,6 @@ func TestSoakReadWrite(t *testing.T) {
 	out := e.CreateTopic(t, "soak-out")
 	subOut := e.CreateSubscription(t, out, "soak-out", 60*time.Second)
 	client := e.Client(t)
-	outTopic, err := pubsubio.ParseTopic(out)
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	// The output is read back while the soak runs, so nothing piles up in
 	// the emulator and every arrival is counted as it happens.
@@ -106,7 +93,7 @@ func TestSoakReadWrite(t *testing.T) {
 	verifyCtx, stopVerify := context.WithCancel(context.Background())
 	verifyDone := make(chan error, 1)
 	go func() {
-		verifyDone <- client.Subscriber(subOut).Receive(verifyCtx, func(_ context.Context, m *pubsub.Message) {
+		verifyDone <- client.Subscriber(subOut.String()).Receive(verifyCtx, func(_ context.Context, m *pubsub.Message) {
 			m.Ack()
 			arrivals.add(m.Data)
 		})
@@ -118,11 +105,11 @@ func TestSoakReadWrite(t *testing.T) {
 
 	p, s := beam.NewPipelineWithRoot()
 	msgs := pubsubio.Read(s, pubsubio.ReadConfig{
-		Subscriptions: parseSubs(t, subIn),
+		Subscriptions: []pubsubio.Subscription{subIn},
 		Connection:    pubsubio.Connection{EmulatorEndpoint: e.Endpoint},
 	})
 	pubsubio.Write(s, pubsubio.WriteConfig{
-		Topic:      outTopic,
+		Topic:      out,
 		Connection: pubsubio.Connection{EmulatorEndpoint: e.Endpoint},
 	}, msgs)
 
@@ -267,7 +254,7 @@ func soakFindJob(t *testing.T, before []string) (*sample.Jobs, string) {
 // soakPublish publishes soakRate messages a second to topic in batches on a
 // fixed tick until the deadline; message i carries emulator.Payload(i,
 // soakSize). It stops at the first failure.
-func soakPublish(client *pubsub.Client, topic string, until time.Time, published *atomic.Int64) error {
+func soakPublish(client *pubsub.Client, topic pubsubio.Topic, until time.Time, published *atomic.Int64) error {
 	perTick := int(soakRate * soakTick / time.Second)
 	tick := time.NewTicker(soakTick)
 	defer tick.Stop()
@@ -276,7 +263,7 @@ func soakPublish(client *pubsub.Client, topic string, until time.Time, published
 		if !now.Before(until) {
 			return nil
 		}
-		req := &pubsubpb.PublishRequest{Topic: topic}
+		req := &pubsubpb.PublishRequest{Topic: topic.String()}
 		for range perTick {
 			req.Messages = append(req.Messages, &pubsubpb.PubsubMessage{Data: emulator.Payload(next, soakSize)})
 			next++

@@ -35,7 +35,7 @@ func TestEmulatorStrandsWhatAStoppedStreamWasSent(t *testing.T) {
 	var mu sync.Mutex
 	acked := map[string]bool{}
 	received := 0
-	first := e.Client(t).Subscriber(sub)
+	first := e.Client(t).Subscriber(sub.String())
 	first.ReceiveSettings.NumGoroutines = 1
 	first.ReceiveSettings.ShutdownOptions = &pubsub.ShutdownOptions{Timeout: 10 * time.Second, Behavior: pubsub.ShutdownBehaviorNackImmediately}
 	ctx, stop := context.WithCancel(context.Background())
@@ -65,7 +65,7 @@ func TestEmulatorStrandsWhatAStoppedStreamWasSent(t *testing.T) {
 	var bursts []time.Duration
 	ctx, cancel := context.WithTimeout(context.Background(), strandedBound)
 	defer cancel()
-	second := e.Client(t).Subscriber(sub)
+	second := e.Client(t).Subscriber(sub.String())
 	if err := second.Receive(ctx, func(_ context.Context, m *pubsub.Message) {
 		m.Ack()
 		mu.Lock()

@@ -38,6 +38,10 @@ import (
 	"github.com/pubsubio/beam-pubsubio/pubsubio"
 )
 
+// The tests' side of InputIDAttribute, DoneLine and StalledLine is
+// integration/crash's constants of the same names, which must stay equal
+// to these (this binary does not import that package: see its comment).
+
 // InputIDAttribute carries the input message's ID on the output copy, so a
 // test can match every output to its input.
 const InputIDAttribute = "crash.input_id"

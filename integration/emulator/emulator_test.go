@@ -40,7 +40,7 @@ func TestRoundTrip(t *testing.T) {
 		got      = map[int]bool{}
 		problems []string
 	)
-	err := client.Subscriber(sub).Receive(ctx, func(_ context.Context, m *pubsub.Message) {
+	err := client.Subscriber(sub.String()).Receive(ctx, func(_ context.Context, m *pubsub.Message) {
 		m.Ack()
 		mu.Lock()
 		defer mu.Unlock()
@@ -85,10 +85,10 @@ func TestClientIgnoresPubsubEmulatorHost(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 	defer cancel()
-	if _, err := client.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: topic}); err != nil {
+	if _, err := client.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: topic.String()}); err != nil {
 		t.Fatalf("GetTopic with PUBSUB_EMULATOR_HOST=127.0.0.1:1: %v", err)
 	}
-	p := client.Publisher(topic)
+	p := client.Publisher(topic.String())
 	defer p.Stop()
 	id, err := p.Publish(ctx, &pubsub.Message{Data: []byte("x")}).Get(ctx)
 	if err != nil {

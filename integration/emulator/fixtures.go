@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
 var nameSeq atomic.Int64
@@ -47,16 +49,22 @@ func uniqueID(prefix string) string {
 	return fmt.Sprintf("%s-%d-%d-%s", p, os.Getpid(), nameSeq.Add(1), hex.EncodeToString(rnd[:]))
 }
 
+// The fixtures name resources with model.Topic and model.Subscription,
+// which package pubsubio re-exports as aliases (pubsubio.Topic and
+// pubsubio.Subscription are the same types), so what they return goes
+// straight into a ReadConfig or WriteConfig. model, a leaf package, keeps
+// this harness free of Beam.
+
 // CreateTopic creates a topic with a unique id derived from prefix and
-// returns its full name (projects/P/topics/ID). It is deleted when the test
-// finishes.
-func (e *Emulator) CreateTopic(t testing.TB, prefix string) string {
+// returns its name. It is deleted when the test finishes.
+func (e *Emulator) CreateTopic(t testing.TB, prefix string) model.Topic {
 	t.Helper()
 	c, err := e.adminClient()
 	if err != nil {
 		t.Fatalf("emulator: %v", err)
 	}
-	name := fmt.Sprintf("projects/%s/topics/%s", e.Project, uniqueID(prefix))
+	topic := model.TopicOf(e.Project, uniqueID(prefix))
+	name := topic.String()
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
 	if _, err := c.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: name}); err != nil {
@@ -67,14 +75,14 @@ func (e *Emulator) CreateTopic(t testing.TB, prefix string) string {
 			return c.TopicAdminClient.DeleteTopic(ctx, &pubsubpb.DeleteTopicRequest{Topic: name})
 		})
 	})
-	return name
+	return topic
 }
 
-// CreateSubscription creates a pull subscription to topic (a full name) with
-// a unique id derived from prefix and returns its full name. ackDeadline 0
-// means the service default (10 s); otherwise it must be whole seconds in
-// [10s, 600s]. It is deleted when the test finishes.
-func (e *Emulator) CreateSubscription(t testing.TB, topic, prefix string, ackDeadline time.Duration) string {
+// CreateSubscription creates a pull subscription to topic with a unique id
+// derived from prefix and returns its name. ackDeadline 0 means the service
+// default (10 s); otherwise it must be whole seconds in [10s, 600s]. It is
+// deleted when the test finishes.
+func (e *Emulator) CreateSubscription(t testing.TB, topic model.Topic, prefix string, ackDeadline time.Duration) model.Subscription {
 	t.Helper()
 	if ackDeadline != 0 && (ackDeadline < 10*time.Second || ackDeadline > 600*time.Second || ackDeadline%time.Second != 0) {
 		t.Fatalf("emulator: CreateSubscription: ack deadline %v must be 0 or whole seconds between 10s and 600s", ackDeadline)
@@ -83,16 +91,17 @@ func (e *Emulator) CreateSubscription(t testing.TB, topic, prefix string, ackDea
 	if err != nil {
 		t.Fatalf("emulator: %v", err)
 	}
-	name := fmt.Sprintf("projects/%s/subscriptions/%s", e.Project, uniqueID(prefix))
+	sub := model.SubscriptionOf(e.Project, uniqueID(prefix))
+	name := sub.String()
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
-	sub := &pubsubpb.Subscription{
+	req := &pubsubpb.Subscription{
 		Name:                     name,
-		Topic:                    topic,
+		Topic:                    topic.String(),
 		AckDeadlineSeconds:       int32(ackDeadline / time.Second),
 		MessageRetentionDuration: durationpb.New(time.Hour),
 	}
-	if _, err := c.SubscriptionAdminClient.CreateSubscription(ctx, sub); err != nil {
+	if _, err := c.SubscriptionAdminClient.CreateSubscription(ctx, req); err != nil {
 		t.Fatalf("emulator: create subscription %s to %s on %s: %v", name, topic, e.Endpoint, err)
 	}
 	t.Cleanup(func() {
@@ -100,7 +109,7 @@ func (e *Emulator) CreateSubscription(t testing.TB, topic, prefix string, ackDea
 			return c.SubscriptionAdminClient.DeleteSubscription(ctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: name})
 		})
 	})
-	return name
+	return sub
 }
 
 // cleanup runs a delete in t.Cleanup. Failures are logged, not fatal: the
@@ -137,12 +146,12 @@ const (
 	publishWorkers   = 4
 )
 
-// Publish publishes n messages to topic (a full name); message i carries
+// Publish publishes n messages to topic; message i carries
 // Payload(i, size) and attrs(i) (attrs may be nil). It sends requests of up
 // to 1000 messages / 9 MiB from a few concurrent workers, waits for every
 // one, and returns the server-assigned message ids indexed like the
 // messages. Any failure fails the test, saying how many were published.
-func (e *Emulator) Publish(t testing.TB, topic string, n, size int, attrs func(i int) map[string]string) []string {
+func (e *Emulator) Publish(t testing.TB, topic model.Topic, n, size int, attrs func(i int) map[string]string) []string {
 	t.Helper()
 	if n <= 0 {
 		return nil
@@ -180,7 +189,7 @@ func (e *Emulator) Publish(t testing.TB, topic string, n, size int, attrs func(i
 		go func() {
 			defer wg.Done()
 			for b := range work {
-				req := &pubsubpb.PublishRequest{Topic: topic, Messages: make([]*pubsubpb.PubsubMessage, 0, b.to-b.from)}
+				req := &pubsubpb.PublishRequest{Topic: topic.String(), Messages: make([]*pubsubpb.PubsubMessage, 0, b.to-b.from)}
 				for i := b.from; i < b.to; i++ {
 					m := &pubsubpb.PubsubMessage{Data: Payload(i, size)}
 					if attrs != nil {

@@ -89,7 +89,7 @@ func TestRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: topic})
+	_, err = c.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: topic.String()})
 	if err == nil || !strings.Contains(err.Error(), "NotFound") {
 		t.Fatalf("GetTopic(%s) after restart: err %v, want NotFound (fresh state)", topic, err)
 	}

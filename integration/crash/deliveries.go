@@ -1,4 +1,4 @@
-package integration
+package crash
 
 import (
 	"context"
@@ -13,25 +13,25 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 )
 
-// deliveryCounter is a gRPC proxy for Pub/Sub's Subscriber service in front
+// DeliveryCounter is a gRPC proxy for Pub/Sub's Subscriber service in front
 // of the emulator. It forwards the calls a read makes and records the
 // distinct message IDs its streaming pulls delivered. It is how a test knows,
 // from the server's side and without a sleep, that a pipeline process has
 // received its whole backlog: the emulator itself reports nothing of the
 // sort.
-type deliveryCounter struct {
+type DeliveryCounter struct {
 	pubsubpb.UnimplementedSubscriberServer
 	upstream pubsubpb.SubscriberClient
-	Endpoint string // host:port the read connects to
+	Endpoint string // host:port the read connects to (crashpipeline's --read_emulator)
 
 	mu        sync.Mutex
 	delivered map[string]bool
 	changed   chan struct{}
 }
 
-// startDeliveryCounter serves a deliveryCounter for emulatorEndpoint on a
+// StartDeliveryCounter serves a DeliveryCounter for emulatorEndpoint on a
 // free loopback port until the test ends.
-func startDeliveryCounter(t *testing.T, emulatorEndpoint string) *deliveryCounter {
+func StartDeliveryCounter(t testing.TB, emulatorEndpoint string) *DeliveryCounter {
 	t.Helper()
 	conn, err := grpc.NewClient(emulatorEndpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -41,7 +41,7 @@ func startDeliveryCounter(t *testing.T, emulatorEndpoint string) *deliveryCounte
 	if err != nil {
 		t.Fatalf("delivery counter: listen: %v", err)
 	}
-	d := &deliveryCounter{
+	d := &DeliveryCounter{
 		upstream:  pubsubpb.NewSubscriberClient(conn),
 		Endpoint:  lis.Addr().String(),
 		delivered: map[string]bool{},
@@ -57,16 +57,16 @@ func startDeliveryCounter(t *testing.T, emulatorEndpoint string) *deliveryCounte
 	return d
 }
 
-// reset forgets what was delivered (before a new pipeline process starts).
-func (d *deliveryCounter) reset() {
+// Reset forgets what was delivered (before a new pipeline process starts).
+func (d *DeliveryCounter) Reset() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.delivered = map[string]bool{}
 }
 
-// awaitDelivered waits until n distinct messages were delivered since the
+// AwaitDelivered waits until n distinct messages were delivered since the
 // last reset or timeout passes, and returns how many were.
-func (d *deliveryCounter) awaitDelivered(n int, timeout time.Duration) int {
+func (d *DeliveryCounter) AwaitDelivered(n int, timeout time.Duration) int {
 	return awaitAtLeast(n, timeout, func() (int, <-chan struct{}) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
@@ -74,7 +74,8 @@ func (d *deliveryCounter) awaitDelivered(n int, timeout time.Duration) int {
 	})
 }
 
-func (d *deliveryCounter) note(msgs []*pubsubpb.ReceivedMessage) {
+// note records the messages of one streaming-pull response.
+func (d *DeliveryCounter) note(msgs []*pubsubpb.ReceivedMessage) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, m := range msgs {
@@ -87,7 +88,7 @@ func (d *deliveryCounter) note(msgs []*pubsubpb.ReceivedMessage) {
 // StreamingPull relays one stream both ways. When the pipeline process
 // dies, its side's context ends, which cancels the emulator's side: the
 // emulator sees what it would see from the dead process itself.
-func (d *deliveryCounter) StreamingPull(down pubsubpb.Subscriber_StreamingPullServer) error {
+func (d *DeliveryCounter) StreamingPull(down pubsubpb.Subscriber_StreamingPullServer) error {
 	ctx, cancel := context.WithCancel(down.Context())
 	defer cancel()
 	up, err := d.upstream.StreamingPull(ctx)
@@ -118,18 +119,22 @@ func (d *deliveryCounter) StreamingPull(down pubsubpb.Subscriber_StreamingPullSe
 	}
 }
 
-func (d *deliveryCounter) GetSubscription(ctx context.Context, req *pubsubpb.GetSubscriptionRequest) (*pubsubpb.Subscription, error) {
+// GetSubscription forwards the call to the emulator.
+func (d *DeliveryCounter) GetSubscription(ctx context.Context, req *pubsubpb.GetSubscriptionRequest) (*pubsubpb.Subscription, error) {
 	return d.upstream.GetSubscription(ctx, req)
 }
 
-func (d *deliveryCounter) Acknowledge(ctx context.Context, req *pubsubpb.AcknowledgeRequest) (*emptypb.Empty, error) {
+// Acknowledge forwards the call to the emulator.
+func (d *DeliveryCounter) Acknowledge(ctx context.Context, req *pubsubpb.AcknowledgeRequest) (*emptypb.Empty, error) {
 	return d.upstream.Acknowledge(ctx, req)
 }
 
-func (d *deliveryCounter) ModifyAckDeadline(ctx context.Context, req *pubsubpb.ModifyAckDeadlineRequest) (*emptypb.Empty, error) {
+// ModifyAckDeadline forwards the call to the emulator.
+func (d *DeliveryCounter) ModifyAckDeadline(ctx context.Context, req *pubsubpb.ModifyAckDeadlineRequest) (*emptypb.Empty, error) {
 	return d.upstream.ModifyAckDeadline(ctx, req)
 }
 
-func (d *deliveryCounter) Pull(ctx context.Context, req *pubsubpb.PullRequest) (*pubsubpb.PullResponse, error) {
+// Pull forwards the call to the emulator.
+func (d *DeliveryCounter) Pull(ctx context.Context, req *pubsubpb.PullRequest) (*pubsubpb.PullResponse, error) {
 	return d.upstream.Pull(ctx, req)
 }

@@ -1,0 +1,170 @@
+package crash
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Process is one run of a binary as a child process that a test can
+// SIGKILL, its output captured so a failure can show it.
+type Process struct {
+	name   string
+	cmd    *exec.Cmd
+	outBuf *outputBuffer
+	errBuf *outputBuffer
+	exited chan struct{}
+	err    error // set before exited is closed
+}
+
+// Start starts bin with args; name labels the process in messages. The
+// process is SIGKILLed, if still running, when the test ends.
+func Start(t testing.TB, bin, name string, args ...string) *Process {
+	t.Helper()
+	p := &Process{name: name, outBuf: newOutputBuffer(), errBuf: newOutputBuffer(), exited: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = p.outBuf, p.errBuf
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("starting %s (%s): %v", name, bin, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		if p.Kill() {
+			t.Logf("%s: still running at the end of the test; SIGKILLed", name)
+		}
+	})
+	return p
+}
+
+// Kill sends SIGKILL to the process (by its PID) and reaps it; it reports
+// whether the process was still running.
+func (p *Process) Kill() bool {
+	if !p.Running() {
+		return false
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+	return true
+}
+
+// Wait waits for the process to exit 0 within timeout; otherwise it kills
+// it and returns an error carrying the tail of its output.
+func (p *Process) Wait(timeout time.Duration) error {
+	select {
+	case <-p.exited:
+	case <-time.After(timeout):
+		p.Kill()
+		return fmt.Errorf("%s did not finish within %v; killed it. stderr tail:\n%s", p.name, timeout, Tail(p.Stderr(), 4000))
+	}
+	if p.err != nil {
+		return fmt.Errorf("%s: %v; stderr tail:\n%s", p.name, p.err, Tail(p.Stderr(), 4000))
+	}
+	return nil
+}
+
+// AwaitStderrLine waits until a line containing s appears on the process's
+// stderr, the process exits, or timeout passes.
+func (p *Process) AwaitStderrLine(s string, timeout time.Duration) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		changed := p.errBuf.changedChan()
+		if strings.Contains(p.Stderr(), s) {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-p.exited:
+			if strings.Contains(p.Stderr(), s) {
+				return nil
+			}
+			return fmt.Errorf("%s exited (%v) before printing %q; stderr tail:\n%s", p.name, p.err, s, Tail(p.Stderr(), 4000))
+		case <-deadline.C:
+			return fmt.Errorf("%s did not print %q within %v; stderr tail:\n%s", p.name, s, timeout, Tail(p.Stderr(), 4000))
+		}
+	}
+}
+
+// Stdout returns what the process wrote on stdout so far.
+func (p *Process) Stdout() string { return p.outBuf.String() }
+
+// Stderr returns what the process wrote on stderr so far.
+func (p *Process) Stderr() string { return p.errBuf.String() }
+
+// Exited is closed once the process has exited and been reaped.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Err is how the process exited (nil for status 0); it is meaningful only
+// once Exited is closed.
+func (p *Process) Err() error {
+	if p.Running() {
+		return nil
+	}
+	return p.err
+}
+
+// Running reports whether the process has not exited yet.
+func (p *Process) Running() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// outputBuffer is an io.Writer a child process writes into while the test
+// reads it, with a channel closed on every write.
+type outputBuffer struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{}
+}
+
+func newOutputBuffer() *outputBuffer {
+	return &outputBuffer{changed: make(chan struct{})}
+}
+
+func (b *outputBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	close(b.changed)
+	b.changed = make(chan struct{})
+	return b.buf.Write(p)
+}
+
+func (b *outputBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *outputBuffer) changedChan() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.changed
+}
+
+// Tail returns the last n bytes of s, from a line start where possible,
+// "..." marking the cut: the end of a process's output, for a failure
+// message.
+func Tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	sc := bufio.NewScanner(strings.NewReader(s))
+	if sc.Scan() {
+		s = s[len(sc.Text()):]
+	}
+	return "..." + s
+}
