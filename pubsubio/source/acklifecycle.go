@@ -57,8 +57,10 @@ const (
 // is acked or given back, and the acks the client may not have sent yet.
 // Its methods run under the split reader's lock.
 type ledger struct {
-	budget *budget
-	stats  *stats
+	budget    *budget
+	stats     *stats
+	givenBack *givenBack
+	now       func() time.Time
 
 	buffer     []*delivery // FIFO; entries no longer buffered are skipped when drained
 	buffered   int
@@ -80,8 +82,8 @@ type recentAck struct {
 // client's ack intervals.
 const recentAckWindow = time.Second
 
-func newLedger(b *budget, s *stats) ledger {
-	return ledger{budget: b, stats: s, pending: map[ackID]*delivery{}, held: map[string]*delivery{}}
+func newLedger(b *budget, s *stats, g *givenBack, now func() time.Time) ledger {
+	return ledger{budget: b, stats: s, givenBack: g, now: now, pending: map[ackID]*delivery{}, held: map[string]*delivery{}}
 }
 
 // supersede gives back the copy of message id the split holds, if any: a
@@ -95,6 +97,7 @@ func (l *ledger) supersede(id string) {
 
 // hold buffers d, whose room in the budget is reserved.
 func (l *ledger) hold(d *delivery) {
+	l.givenBack.seen(d.msg.ID)
 	l.buffer = append(l.buffer, d)
 	l.buffered++
 	l.held[d.msg.ID] = d
@@ -127,6 +130,16 @@ func (l *ledger) end(d *delivery, how outcome, reason counter) {
 		d.handle.Nack()
 	}
 	l.stats.add(reason, 1)
+	if returns(reason) {
+		l.givenBack.add(d.msg.ID, d.eventTime, l.now())
+	}
+}
+
+// returns reports whether a message given back for reason comes back to
+// the read with its old event time: all but a stale copy (its fresh one is
+// held) and a nack under DecodeNack (it is never emitted).
+func returns(reason counter) bool {
+	return reason != nackedSuperseded && reason != nackedDecode
 }
 
 // drain moves up to max buffered deliveries to pending under bundle seq and
@@ -222,15 +235,12 @@ func (l *ledger) giveBackAll(reason counter) []string {
 	return remoteAckIDs(ids)
 }
 
-// oldestRecent is the oldest event time among buffered deliveries that
-// arrived at or after cutoff, zero if none.
-func (l *ledger) oldestRecent(cutoff time.Time) time.Time {
+// oldestBuffered is the oldest event time among buffered deliveries, zero
+// if none.
+func (l *ledger) oldestBuffered() time.Time {
 	var oldest time.Time
 	for _, d := range l.buffer {
-		if d.state != buffered || d.arrived.Before(cutoff) {
-			continue
-		}
-		if oldest.IsZero() || d.eventTime.Before(oldest) {
+		if d.state == buffered && (oldest.IsZero() || d.eventTime.Before(oldest)) {
 			oldest = d.eventTime
 		}
 	}

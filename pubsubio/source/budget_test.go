@@ -43,12 +43,12 @@ func TestBudgetMessageLimitNacksStopsAndRestarts(t *testing.T) {
 	// after the next poll restarts it idleness counts from the restart: a
 	// stall longer than IdleTimeout must not end a bounded read.
 	h.clock.advance(time.Hour)
-	if got := state(h.r, time.Time{}).listeningSince; !got.Equal(h.clock.now()) {
+	if got := state(h.r).listeningSince; !got.Equal(h.clock.now()) {
 		t.Errorf("stopped at the budget, the split counts idleness from %v, want now (%v): it is not listening", got, h.clock.now())
 	}
 	h.checkCount("subscriber_restarts", subscriberRestarts, 0)
 	run2 := h.poll()
-	if got := state(h.r, time.Time{}).listeningSince; !got.Equal(h.clock.now()) {
+	if got := state(h.r).listeningSince; !got.Equal(h.clock.now()) {
 		t.Errorf("after the restart the split counts idleness from %v, want the restart at %v", got, h.clock.now())
 	}
 	if run2 == run {
@@ -82,7 +82,7 @@ func TestBudgetFullWaitsForRoom(t *testing.T) {
 
 	waiter, delivered := h.deliverWaiting(run, msg("waiter", "data-waiter"))
 	h.clock.advance(time.Hour)
-	if got := state(h.r, time.Time{}).listeningSince; !got.Equal(h.clock.now()) {
+	if got := state(h.r).listeningSince; !got.Equal(h.clock.now()) {
 		t.Errorf("waiting for room, the split counts idleness from %v, want now (%v)", got, h.clock.now())
 	}
 	if got := ackIDsOf(drain(h.r, 1, 0)); !cmp.Equal(got, []string{"ack-m0"}) {

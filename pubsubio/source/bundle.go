@@ -45,25 +45,31 @@ func (r *splitReader) beginBundle(ctx context.Context, rest Restriction, limit i
 	return r.ledger.drain(limit, rest.Seq, now), nil
 }
 
-// splitState is what a bundle needs at its end to decide how to continue
-// and where the watermark goes.
+// splitState is what a bundle needs at its end to decide how to continue,
+// and the split's watermark needs (watermark.go).
 type splitState struct {
+	at       time.Time
 	buffered int
+	// listening is false while the split's subscriber is stopped, waits for
+	// room in the budget, or holds as much as flow control lets Pub/Sub
+	// send: what arrives after that has waited on the server.
+	listening bool
 	// listeningSince is when the split last received a message, or started
-	// listening; now while it is not listening (stopped, or holding
-	// deliveries back until the budget has room), so that it never looks
-	// idle then.
+	// listening; at while it is not listening, so that it never looks idle
+	// then.
 	listeningSince time.Time
-	newestEmitted  time.Time
-	// oldestRecent is the oldest event time among buffered messages that
-	// arrived after the cutoff passed to endBundle (zero if none).
-	oldestRecent time.Time
+	// maxLag is the largest lag of the arrivals within WatermarkWindow, if
+	// hasLag.
+	maxLag time.Duration
+	hasLag bool
+	// oldestBuffered is the oldest event time among the buffered messages
+	// (zero if none): they are emitted later.
+	oldestBuffered time.Time
 }
 
-// endBundle nacks what the bundle could not decode under DecodeNack, notes
-// the newest event time it emitted, and returns the split's state, with
-// oldestRecent over the deliveries that arrived after cutoff.
-func (r *splitReader) endBundle(nacks []*delivery, newest, cutoff time.Time) splitState {
+// endBundle nacks what the bundle could not decode under DecodeNack, sets
+// the split's own watermark under policy, and returns the split's state.
+func (r *splitReader) endBundle(nacks []*delivery, policy watermarkPolicy) splitState {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, d := range nacks {
@@ -72,22 +78,43 @@ func (r *splitReader) endBundle(nacks []*delivery, newest, cutoff time.Time) spl
 		// subscription's dead-letter topic) without waiting for a deadline.
 		r.ledger.end(d, nackIt, nackedDecode)
 	}
-	if newest.After(r.newestEmit) {
-		r.newestEmit = newest
-	}
-	s := splitState{
-		buffered:       r.ledger.buffered,
-		listeningSince: r.lastArrival,
-		newestEmitted:  r.newestEmit,
-		oldestRecent:   r.ledger.oldestRecent(cutoff),
-	}
-	if r.running == nil || r.waiting > 0 {
-		// Not listening: without this, a bundle that stalled downstream past
-		// IdleTimeout would end a bounded read with the backlog the budget
-		// gave back, or held back, unread.
-		s.listeningSince = r.now()
+	s := r.stateLocked()
+	if c := policy.next(s.at, s); !c.IsZero() {
+		if back := r.ledger.givenBack.oldest(s.at); !back.IsZero() && back.Before(c) {
+			c = back
+		}
+		// Not kept monotone here (the estimator is): after a failed bundle
+		// the runner resumes from the estimate before it, and what that
+		// bundle gave back must hold the next.
+		r.watermark = c
 	}
 	return s
+}
+
+func (r *splitReader) stateLocked() splitState {
+	now := r.now()
+	s := splitState{
+		at:             now,
+		buffered:       r.ledger.buffered,
+		listening:      r.running != nil && r.waiting == 0 && !r.throttledLocked(),
+		listeningSince: r.lastArrival,
+		oldestBuffered: r.ledger.oldestBuffered(),
+	}
+	s.maxLag, s.hasLag = r.lags.largest(now)
+	if !s.listening {
+		// Without this, a bundle that stalled downstream past IdleTimeout
+		// would end a bounded read with the backlog the budget gave back, or
+		// held back, unread.
+		s.listeningSince = now
+	}
+	return s
+}
+
+// throttledLocked reports whether the split holds as many messages as its
+// streams' flow control lets Pub/Sub send: the server waits for acks then.
+func (r *splitReader) throttledLocked() bool {
+	limit := r.cfg.MaxOutstandingMessages
+	return limit > 0 && r.ledger.buffered+len(r.ledger.pending) >= limit*r.cfg.ParallelPullCount
 }
 
 // abandonBundle gives back what bundle seq emitted: it failed, so the

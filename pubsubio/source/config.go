@@ -88,7 +88,7 @@ const (
 	DefaultPollDelay              = 100 * time.Millisecond // see Config.PollDelay
 	DefaultWatermarkWindow        = time.Minute            // see Config.WatermarkWindow
 	DefaultWatermarkIdle          = 10 * time.Second       // see Config.WatermarkIdle
-	DefaultWatermarkLateness      = 10 * time.Second       // see Config.WatermarkLateness
+	DefaultWatermarkLateness      = time.Second            // see Config.WatermarkLateness
 )
 
 // Config configures a read. Only Subscriptions is required; every zero
@@ -206,12 +206,17 @@ type Config struct {
 	IdleTimeout time.Duration
 
 	// WatermarkWindow, WatermarkIdle and WatermarkLateness shape the
-	// watermark (watermark.go): it follows the oldest buffered event time
-	// among messages received within WatermarkWindow, and once nothing has
-	// arrived for WatermarkIdle it advances to now minus WatermarkLateness,
-	// so that an idle subscription never holds the pipeline back. If zero,
+	// watermark (watermark.go; README, Windows and watermarks). While
+	// messages arrive, it trails the clock by the largest lag (arrival minus
+	// event time) seen within WatermarkWindow plus WatermarkLateness, and
+	// never passes a message the read holds or gave back within
+	// WatermarkWindow and has not seen again; a split that has received
+	// nothing for WatermarkIdle moves to now minus WatermarkLateness. So
+	// windows of a caught-up subscription fire about WatermarkLateness
+	// after they end, and a message delivered more than WatermarkLateness
+	// later than the ones before it is late. If zero,
 	// DefaultWatermarkWindow (1 min), DefaultWatermarkIdle (10 s) and
-	// DefaultWatermarkLateness (10 s) are used.
+	// DefaultWatermarkLateness (1 s) are used.
 	WatermarkWindow   time.Duration
 	WatermarkIdle     time.Duration
 	WatermarkLateness time.Duration

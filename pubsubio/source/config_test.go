@@ -53,7 +53,7 @@ func TestWithDefaultsFillsEveryDefault(t *testing.T) {
 		{"DefaultPollDelay", DefaultPollDelay, 100 * time.Millisecond},
 		{"DefaultWatermarkWindow", DefaultWatermarkWindow, time.Minute},
 		{"DefaultWatermarkIdle", DefaultWatermarkIdle, 10 * time.Second},
-		{"DefaultWatermarkLateness", DefaultWatermarkLateness, 10 * time.Second},
+		{"DefaultWatermarkLateness", DefaultWatermarkLateness, time.Second},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

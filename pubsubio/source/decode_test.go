@@ -74,7 +74,7 @@ func (b *decodeBatch) process() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.h.r.endBundle(out.nacks, out.newest, time.Time{})
+	b.h.r.endBundle(out.nacks, b.fn.Cfg.watermarkPolicy())
 	claimed := make([]string, len(out.claimed))
 	for i, id := range out.claimed {
 		claimed[i] = string(id)

@@ -252,6 +252,7 @@ type readerHarness struct {
 	r      *splitReader
 	conn   *fakePuller
 	clock  *fakeClock
+	rs     *readState
 	stats  *stats
 	budget *budget
 	dials  atomic.Int32
@@ -259,15 +260,17 @@ type readerHarness struct {
 
 func newReaderHarness(t *testing.T, cfg Config) *readerHarness {
 	t.Helper()
+	rs := newReadState(cfg)
 	h := &readerHarness{
 		t:      t,
 		conn:   newFakePuller(),
 		clock:  newFakeClock(),
-		stats:  newStats(),
-		budget: newBudget(cfg.BufferMaxMessages, cfg.BufferMaxBytes),
+		rs:     rs,
+		stats:  rs.stats,
+		budget: rs.budget,
 	}
 	split := Split{Index: 0, Subscription: cfg.Subscriptions[0]}
-	h.r = newSplitReader(split, cfg, h.budget, h.stats, h.clock.now, func(context.Context) (puller, error) {
+	h.r = newSplitReader(split, cfg, rs, h.clock.now, func(context.Context) (puller, error) {
 		h.dials.Add(1)
 		return h.conn, nil
 	})
@@ -310,9 +313,10 @@ func ack(r *splitReader, ids []string) int {
 	return r.ack(ackIDs)
 }
 
-// state is what a bundle ending now sees, with cutoff for oldestRecent.
-func state(r *splitReader, cutoff time.Time) splitState {
-	return r.endBundle(nil, time.Time{}, cutoff)
+// state is what a bundle ending now sees; it moves the split's own
+// watermark as a bundle does.
+func state(r *splitReader) splitState {
+	return r.endBundle(nil, r.cfg.watermarkPolicy())
 }
 
 func pollRun(t *testing.T, r *splitReader) *receiveRun {

@@ -60,6 +60,7 @@ func (r *splitReader) deliver(run *receiveRun, d *delivery) bool {
 		// subscriber it is given back with the RPC, with what the client
 		// pulled and never delivered (pulled.go).
 		r.stats.add(nackedBudget, 1)
+		r.ledger.givenBack.add(d.msg.ID, d.eventTime, r.now())
 		log.Warnf(context.Background(), "pubsubio.Read: buffer budget of %d messages / %d bytes reached and no bundle made room within %v; stopping the subscriber of %s until it is polled again (raise BufferMaxMessages/BufferMaxBytes)",
 			r.cfg.BufferMaxMessages, r.cfg.BufferMaxBytes, r.budgetWait, r.split.Subscription)
 		r.stopLocked(nackedBudget)
@@ -68,6 +69,7 @@ func (r *splitReader) deliver(run *receiveRun, d *delivery) bool {
 	d.arrived = r.now()
 	r.ledger.hold(d)
 	r.lastArrival = d.arrived
+	r.lags.add(d.arrived, d.arrived.Sub(d.eventTime))
 	return true
 }
 
@@ -75,6 +77,7 @@ func (r *splitReader) deliver(run *receiveRun, d *delivery) bool {
 func (r *splitReader) refuseLocked(d *delivery) bool {
 	d.handle.Nack()
 	r.stats.add(nackedShutdown, 1)
+	r.ledger.givenBack.add(d.msg.ID, d.eventTime, r.now())
 	return false
 }
 

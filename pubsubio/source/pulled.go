@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"sync"
+	"time"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/grpc"
@@ -26,11 +27,22 @@ const streamingPullMethod = "/google.pubsub.v1.Subscriber/StreamingPull"
 // never read cannot be given back: it returns when its lease lapses (on the
 // emulator, minutes later; README, Known limits).
 type pulled struct {
-	mu  sync.Mutex
-	ids map[string]string // message ID -> ack ID
+	timestampAttribute string // Config.TimestampAttribute, for event times
+
+	mu   sync.Mutex
+	msgs map[string]pulledMessage // by message ID
 }
 
-func newPulled() *pulled { return &pulled{ids: map[string]string{}} }
+// pulledMessage is what a give-back needs of a message pulled and not
+// handed over: its ack ID, and its event time for the watermark.
+type pulledMessage struct {
+	ackID     string
+	eventTime time.Time
+}
+
+func newPulled(timestampAttribute string) *pulled {
+	return &pulled{timestampAttribute: timestampAttribute, msgs: map[string]pulledMessage{}}
+}
 
 // interceptor wraps the connection's streaming pulls to record what they
 // receive.
@@ -61,7 +73,13 @@ func (p *pulled) add(msgs []*pubsubpb.ReceivedMessage) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, m := range msgs {
-		p.ids[m.GetMessage().GetMessageId()] = m.GetAckId()
+		msg := m.GetMessage()
+		publish := msg.GetPublishTime().AsTime()
+		t, err := eventTime(p.timestampAttribute, msg.GetAttributes(), publish)
+		if err != nil {
+			t = publish
+		}
+		p.msgs[msg.GetMessageId()] = pulledMessage{ackID: m.GetAckId(), eventTime: t}
 	}
 }
 
@@ -69,17 +87,14 @@ func (p *pulled) add(msgs []*pubsubpb.ReceivedMessage) {
 func (p *pulled) handedOver(messageID string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.ids, messageID)
+	delete(p.msgs, messageID)
 }
 
-// take returns and forgets the ack IDs of everything not handed over.
-func (p *pulled) take() []string {
+// take returns and forgets everything not handed over, by message ID.
+func (p *pulled) take() map[string]pulledMessage {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]string, 0, len(p.ids))
-	for _, ackID := range p.ids {
-		out = append(out, ackID)
-	}
-	clear(p.ids)
+	out := p.msgs
+	p.msgs = map[string]pulledMessage{}
 	return out
 }

@@ -23,7 +23,8 @@ func TestStoppedSubscriberGivesBackWhatItNeverDelivered(t *testing.T) {
 		c.Connection = f.conn
 		c.MaxOutstandingMessages = 1
 	})
-	s, err := dialPuller(context.Background(), subs[0], cfg)
+	back := newGivenBack(time.Minute)
+	s, err := dialPuller(context.Background(), subs[0], cfg, back)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,13 +105,18 @@ func TestStoppedSubscriberGivesBackWhatItNeverDelivered(t *testing.T) {
 	if n := pulledCount(cs.pulled); n != 0 {
 		t.Errorf("%d ack IDs still recorded after the give-back", n)
 	}
+	// And the read remembers them, to hold its watermark until they are
+	// back: pstest's publish times are all now, within the test.
+	if got := back.oldest(time.Now()); len(recorded) > 0 && got.IsZero() {
+		t.Errorf("the give-back of %d messages left nothing for the watermark to hold", len(recorded))
+	}
 }
 
 func pulledIDs(p *pulled) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var ids []string
-	for id := range p.ids {
+	for id := range p.msgs {
 		ids = append(ids, id)
 	}
 	return ids
@@ -119,5 +125,5 @@ func pulledIDs(p *pulled) []string {
 func pulledCount(p *pulled) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.ids)
+	return len(p.msgs)
 }

@@ -37,19 +37,20 @@ const maxAckIDsPerRequest = 1000
 
 // clientPuller is a puller over the Pub/Sub client.
 type clientPuller struct {
-	client   *pubsub.Client
-	name     string
-	settings pubsub.ReceiveSettings
-	pulled   *pulled // what the client pulled and has not handed over
+	client    *pubsub.Client
+	name      string
+	settings  pubsub.ReceiveSettings
+	pulled    *pulled    // what the client pulled and has not handed over
+	givenBack *givenBack // the read's, told what a stop gives back
 }
 
-func dialPuller(ctx context.Context, sub model.Subscription, cfg Config) (puller, error) {
-	p := newPulled()
+func dialPuller(ctx context.Context, sub model.Subscription, cfg Config, g *givenBack) (puller, error) {
+	p := newPulled(cfg.TimestampAttribute)
 	client, err := connection.NewClient(ctx, sub.Project, cfg.Connection, p.interceptor())
 	if err != nil {
 		return nil, fmt.Errorf("pubsubio.Read: connecting to read %s: %w", sub, err)
 	}
-	return &clientPuller{client: client, name: sub.String(), settings: cfg.receiveSettings(), pulled: p}, nil
+	return &clientPuller{client: client, name: sub.String(), settings: cfg.receiveSettings(), pulled: p, givenBack: g}, nil
 }
 
 // giveBackTimeout bounds the nack of what a stopped Receive left leased.
@@ -66,10 +67,16 @@ func (s *clientPuller) receive(ctx context.Context, f func(*pubsub.Message) bool
 	// Receive has returned: no callback runs any more, so what is left was
 	// pulled and never taken by the split.
 	if left := s.pulled.take(); len(left) > 0 {
+		ackIDs := make([]string, 0, len(left))
+		now := time.Now()
+		for id, m := range left {
+			ackIDs = append(ackIDs, m.ackID)
+			s.givenBack.add(id, m.eventTime, now)
+		}
 		nctx, cancel := context.WithTimeout(context.Background(), giveBackTimeout)
 		defer cancel()
-		if nerr := s.nack(nctx, left); nerr != nil {
-			log.Warnf(nctx, "pubsubio.Read: giving back %d messages the stopped subscriber of %s had pulled but not delivered failed (they return when their lease lapses): %v", len(left), s.name, nerr)
+		if nerr := s.nack(nctx, ackIDs); nerr != nil {
+			log.Warnf(nctx, "pubsubio.Read: giving back %d messages the stopped subscriber of %s had pulled but not delivered failed (they return when their lease lapses): %v", len(ackIDs), s.name, nerr)
 		}
 	}
 	return err

@@ -145,13 +145,11 @@ func (fn *readFn) runBundle(ctx context.Context, we *watermarkEstimator, rt *sdf
 		finalize(r, out.claimed)
 	}
 
-	now := time.Now()
-	state := r.endBundle(out.nacks, out.newest, now.Add(-fn.Cfg.WatermarkWindow))
-	policy := watermarkPolicy{Window: fn.Cfg.WatermarkWindow, Idle: fn.Cfg.WatermarkIdle, Lateness: fn.Cfg.WatermarkLateness}
-	we.advance(policy.next(now, state))
+	state := r.endBundle(out.nacks, fn.Cfg.watermarkPolicy())
+	we.advance(readers.watermark(fn.ReadID))
 
 	reachedShare := share >= 0 && rest.Emitted+int64(len(batch)) >= share
-	idle := fn.Cfg.IdleTimeout > 0 && state.buffered == 0 && now.Sub(state.listeningSince) >= fn.Cfg.IdleTimeout
+	idle := fn.Cfg.IdleTimeout > 0 && state.buffered == 0 && state.at.Sub(state.listeningSince) >= fn.Cfg.IdleTimeout
 	if reachedShare || idle {
 		rt.Mu.Lock()
 		rt.Rt.(*tracker).finishAfterThisBundle()
@@ -170,7 +168,6 @@ func (fn *readFn) runBundle(ctx context.Context, we *watermarkEstimator, rt *sdf
 type emitted struct {
 	claimed []ackID     // what this bundle acks once committed
 	nacks   []*delivery // not decodable under DecodeNack: nacked at the end of the bundle
-	newest  time.Time   // the newest event time emitted
 }
 
 // emitBatch claims and emits batch. A message that did not decode follows
@@ -219,9 +216,6 @@ func (fn *readFn) emitBatch(r *splitReader, rt *sdf.LockRTracker, seq int64, bat
 		}
 		emit(mtime.FromTime(d.eventTime), d.msg)
 		st.add(messagesEmitted, 1)
-		if d.eventTime.After(out.newest) {
-			out.newest = d.eventTime
-		}
 	}
 	return out, nil
 }

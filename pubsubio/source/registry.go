@@ -31,12 +31,23 @@ type splitKey struct {
 }
 
 // readState is what one read keeps per process: its split readers, its
-// budget and its counts, and how many DoFn instances use it.
+// budget, what it gave back, its counts, and how many DoFn instances use
+// it.
 type readState struct {
-	readers map[int]*splitReader
-	budget  *budget
-	stats   *stats
-	users   int
+	readers   map[int]*splitReader
+	budget    *budget
+	givenBack *givenBack
+	stats     *stats
+	users     int
+}
+
+func newReadState(cfg Config) *readState {
+	return &readState{
+		readers:   map[int]*splitReader{},
+		budget:    newBudget(cfg.BufferMaxMessages, cfg.BufferMaxBytes),
+		givenBack: newGivenBack(cfg.WatermarkWindow),
+		stats:     newStats(),
+	}
 }
 
 // registry holds every split reader of the process. Subscribers must
@@ -46,7 +57,7 @@ type readState struct {
 // the last DoFn instance of their read is torn down.
 type registry struct {
 	now  func() time.Time
-	dial func(context.Context, Split, Config) (puller, error)
+	dial func(context.Context, Split, Config, *givenBack) (puller, error)
 
 	mu            sync.Mutex
 	reads         map[string]*readState
@@ -55,11 +66,11 @@ type registry struct {
 }
 
 // readers is the process's registry.
-var readers = newRegistry(time.Now, func(ctx context.Context, s Split, cfg Config) (puller, error) {
-	return dialPuller(ctx, s.Subscription, cfg)
+var readers = newRegistry(time.Now, func(ctx context.Context, s Split, cfg Config, g *givenBack) (puller, error) {
+	return dialPuller(ctx, s.Subscription, cfg, g)
 })
 
-func newRegistry(now func() time.Time, dial func(context.Context, Split, Config) (puller, error)) *registry {
+func newRegistry(now func() time.Time, dial func(context.Context, Split, Config, *givenBack) (puller, error)) *registry {
 	return &registry{now: now, dial: dial, reads: map[string]*readState{}}
 }
 
@@ -75,11 +86,7 @@ func (g *registry) attach(read string, cfg Config) *readState {
 func (g *registry) readLocked(read string, cfg Config) *readState {
 	rs := g.reads[read]
 	if rs == nil {
-		rs = &readState{
-			readers: map[int]*splitReader{},
-			budget:  newBudget(cfg.BufferMaxMessages, cfg.BufferMaxBytes),
-			stats:   newStats(),
-		}
+		rs = newReadState(cfg)
 		g.reads[read] = rs
 	}
 	return rs
@@ -112,14 +119,36 @@ func (g *registry) reader(key splitKey, split Split, cfg Config) (*splitReader, 
 	rs := g.readLocked(key.read, cfg)
 	r := rs.readers[key.index]
 	if r == nil {
-		r = newSplitReader(split, cfg, rs.budget, rs.stats, g.now, func(ctx context.Context) (puller, error) {
-			return g.dial(ctx, split, cfg)
+		r = newSplitReader(split, cfg, rs, g.now, func(ctx context.Context) (puller, error) {
+			return g.dial(ctx, split, cfg, rs.givenBack)
 		})
 		rs.readers[key.index] = r
 		g.startJanitorLocked(cfg.LeaseIdle)
 	}
 	r.touch()
 	return r, rs
+}
+
+// watermark is the lowest own watermark of read's splits in this process
+// (watermark.go), zero when one has none yet.
+func (g *registry) watermark(read string) time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	rs := g.reads[read]
+	if rs == nil {
+		return time.Time{}
+	}
+	var low time.Time
+	first := true
+	for _, r := range rs.readers {
+		r.mu.Lock() // the registry's lock, then a reader's: as in reader
+		w := r.watermark
+		r.mu.Unlock()
+		if first || w.Before(low) {
+			low, first = w, false
+		}
+	}
+	return low
 }
 
 // releaseSplit releases one split (the end of a bounded split).

@@ -22,7 +22,7 @@ type registryHarness struct {
 
 func newRegistryHarness(t *testing.T) *registryHarness {
 	h := &registryHarness{t: t, clock: newFakeClock(), subs: map[int]*fakePuller{}, dials: map[int]int{}}
-	h.g = newRegistry(h.clock.now, func(_ context.Context, s Split, _ Config) (puller, error) {
+	h.g = newRegistry(h.clock.now, func(_ context.Context, s Split, _ Config, _ *givenBack) (puller, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.dials[s.Index]++

@@ -41,10 +41,14 @@ type splitReader struct {
 	// (stateLocked), so a subscriber stopped at the budget during a long
 	// downstream stall does not make a bounded read look idle.
 	lastArrival time.Time
-	newestEmit  time.Time
-	failure     error
-	started     bool
-	released    bool
+	// lags are the lags (arrival minus event time) of recent arrivals, and
+	// watermark is the split's own estimate at its latest bundle
+	// (watermark.go).
+	lags      arrivalLags
+	watermark time.Time
+	failure   error
+	started   bool
+	released  bool
 	// waiting counts deliveries waiting for room in the budget.
 	waiting int
 	// budgetWait is budgetWaitFor(cfg); tests change it.
@@ -59,12 +63,13 @@ type receiveRun struct {
 	stopping bool
 }
 
-func newSplitReader(split Split, cfg Config, b *budget, s *stats, now func() time.Time, dial func(context.Context) (puller, error)) *splitReader {
+func newSplitReader(split Split, cfg Config, rs *readState, now func() time.Time, dial func(context.Context) (puller, error)) *splitReader {
 	t := now()
 	return &splitReader{
-		split: split, cfg: cfg, budget: b, stats: s, now: now, dial: dial,
-		ledger:     newLedger(b, s),
+		split: split, cfg: cfg, budget: rs.budget, stats: rs.stats, now: now, dial: dial,
+		ledger:     newLedger(rs.budget, rs.stats, rs.givenBack, now),
 		lastPolled: t, lastArrival: t,
+		lags:       arrivalLags{window: cfg.WatermarkWindow},
 		budgetWait: budgetWaitFor(cfg),
 	}
 }

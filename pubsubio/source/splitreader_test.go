@@ -88,7 +88,7 @@ func TestSplitReaderPollAfterReleaseDoesNotReopen(t *testing.T) {
 func TestSplitReaderSubscriberFailure(t *testing.T) {
 	cfg := testConfig(t, nil)
 	sub := &failingSub{fakePuller: newFakePuller(), fail: make(chan error, 1)}
-	r := newSplitReader(Split{Subscription: cfg.Subscriptions[0]}, cfg, newBudget(10, 1000), newStats(), newFakeClock().now,
+	r := newSplitReader(Split{Subscription: cfg.Subscriptions[0]}, cfg, newReadState(cfg), newFakeClock().now,
 		func(context.Context) (puller, error) { return sub, nil })
 	t.Cleanup(func() { r.release(nackedRelease) })
 	run := pollRun(t, r)

@@ -8,61 +8,78 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 )
 
-var testPolicy = watermarkPolicy{Window: time.Minute, Idle: 10 * time.Second, Lateness: 5 * time.Second}
+var testPolicy = watermarkPolicy{Window: time.Minute, Idle: 10 * time.Second, Lateness: time.Second}
 
 func TestWatermarkPolicy(t *testing.T) {
 	now := time.Date(2024, 1, 1, 12, 0, 0, 0, time.UTC)
-	ceiling := now.Add(-testPolicy.Lateness)
 	cases := []struct {
 		name string
-		snap splitState
+		s    splitState
 		want time.Time
 	}{
 		{
-			"oldest recent buffered event time holds it",
-			splitState{buffered: 3, listeningSince: now.Add(-time.Second), oldestRecent: now.Add(-time.Hour), newestEmitted: now.Add(-time.Minute)},
-			now.Add(-time.Hour),
+			"arrivals: the clock, minus their largest lag, minus lateness",
+			splitState{listening: true, listeningSince: now, maxLag: 300 * time.Millisecond, hasLag: true},
+			now.Add(-1300 * time.Millisecond),
 		},
 		{
-			"oldest recent buffered holds it even when idle",
-			splitState{buffered: 1, listeningSince: now.Add(-30 * time.Second), oldestRecent: now.Add(-time.Hour)},
-			now.Add(-time.Hour),
+			"a lagging subscription: the lag of its backlog",
+			splitState{listening: true, listeningSince: now, maxLag: time.Hour, hasLag: true},
+			now.Add(-time.Hour - time.Second),
 		},
 		{
-			"oldest recent buffered is capped at now minus lateness",
-			splitState{buffered: 1, listeningSince: now, oldestRecent: now.Add(time.Hour)},
-			ceiling,
+			"the oldest buffered message holds it",
+			splitState{listening: true, buffered: 2, listeningSince: now, maxLag: time.Second, hasLag: true, oldestBuffered: now.Add(-time.Minute)},
+			now.Add(-time.Minute),
 		},
 		{
-			"idle: now minus lateness",
-			splitState{listeningSince: now.Add(-testPolicy.Idle), newestEmitted: now.Add(-time.Hour)},
-			ceiling,
+			"a buffered message newer than the estimate does not move it",
+			splitState{listening: true, buffered: 1, listeningSince: now, maxLag: time.Second, hasLag: true, oldestBuffered: now},
+			now.Add(-2 * time.Second),
 		},
 		{
-			"idle for long: now minus lateness",
-			splitState{listeningSince: now.Add(-24 * time.Hour)},
-			ceiling,
-		},
-		{
-			"active, empty buffer: newest emitted",
-			splitState{listeningSince: now.Add(-time.Second), newestEmitted: now.Add(-time.Hour)},
-			now.Add(-time.Hour),
-		},
-		{
-			"active, empty buffer: newest emitted capped at now minus lateness",
-			splitState{listeningSince: now.Add(-time.Second), newestEmitted: now.Add(-time.Second)},
-			ceiling,
-		},
-		{
-			"active, nothing emitted yet: no candidate",
-			splitState{listeningSince: now.Add(-time.Second)},
+			"not listening: no candidate",
+			splitState{listening: false, listeningSince: now, maxLag: time.Second, hasLag: true},
 			time.Time{},
+		},
+		{
+			"nothing arrived, listening for less than Idle: no candidate",
+			splitState{listening: true, listeningSince: now.Add(-time.Second)},
+			time.Time{},
+		},
+		{
+			"nothing arrived for Idle: now minus lateness",
+			splitState{listening: true, listeningSince: now.Add(-testPolicy.Idle)},
+			now.Add(-testPolicy.Lateness),
 		},
 	}
 	for _, c := range cases {
-		if got := testPolicy.next(now, c.snap); !got.Equal(c.want) {
+		if got := testPolicy.next(now, c.s); !got.Equal(c.want) {
 			t.Errorf("%s: next = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+func TestArrivalLagsForgetOutsideTheWindow(t *testing.T) {
+	a := arrivalLags{window: 16 * time.Second} // slots of 1 s
+	t0 := time.Unix(1_700_000_000, 0)
+	if _, ok := a.largest(t0); ok {
+		t.Fatal("an empty window reports a lag")
+	}
+	a.add(t0, 5*time.Second)
+	a.add(t0.Add(3*time.Second), time.Second)
+	if lag, ok := a.largest(t0.Add(3 * time.Second)); !ok || lag != 5*time.Second {
+		t.Errorf("within the window: %v %v, want the largest, 5s", lag, ok)
+	}
+	if lag, ok := a.largest(t0.Add(17 * time.Second)); !ok || lag != time.Second {
+		t.Errorf("16 s on the first arrival's slot is out: %v %v, want 1s", lag, ok)
+	}
+	if _, ok := a.largest(t0.Add(time.Minute)); ok {
+		t.Error("a minute later every arrival is out of the window")
+	}
+	a.add(t0.Add(time.Minute), 2*time.Second) // reuses a slot of the first lap
+	if lag, ok := a.largest(t0.Add(time.Minute)); !ok || lag != 2*time.Second {
+		t.Errorf("a reused slot: %v %v, want only the new lag, 2s", lag, ok)
 	}
 }
 
@@ -96,79 +113,108 @@ func TestWatermarkEstimatorIsMonotone(t *testing.T) {
 	}
 }
 
-// The policy fed from a split reader's snapshot with a hand-moved clock:
-// the watermark follows what is buffered, then what was emitted, then idles
-// forward, and never goes back.
+// A split reader's own watermark with a hand-moved clock: it trails the
+// arrivals by their lag, holds at what is buffered and at what was given
+// back and not seen again, and stands still while the subscriber is
+// stopped.
 func TestWatermarkFromSplitReader(t *testing.T) {
 	cfg := testConfig(t, func(c *Config) {
 		c.WatermarkWindow = time.Minute
 		c.WatermarkIdle = 10 * time.Second
-		c.WatermarkLateness = 5 * time.Second
+		c.WatermarkLateness = time.Second
 	})
 	h := newReaderHarness(t, cfg)
-	policy := watermarkPolicy{Window: cfg.WatermarkWindow, Idle: cfg.WatermarkIdle, Lateness: cfg.WatermarkLateness}
-	e := &watermarkEstimator{state: mtime.MinTimestamp.Milliseconds()}
 	step := func(what string, want time.Time) {
 		t.Helper()
-		now := h.clock.now()
-		e.advance(policy.next(now, state(h.r, now.Add(-cfg.WatermarkWindow))))
-		if got := e.CurrentWatermark(); !got.Equal(want) {
+		state(h.r)
+		h.r.mu.Lock()
+		got := h.r.watermark
+		h.r.mu.Unlock()
+		if !got.Equal(want) {
 			t.Errorf("%s: watermark %v, want %v", what, got, want)
 		}
 	}
 	t0 := h.clock.now()
 	run := h.poll()
+	step("nothing arrived yet: none", time.Time{})
 
-	// A backlog arrives: event times an hour old, oldest first but not all
-	// in order.
-	deliverTo(h.r, run, &pubsub.Message{ID: "a", PublishTime: t0.Add(-time.Hour)}, &fakeHandle{}, "ack-a")
-	deliverTo(h.r, run, &pubsub.Message{ID: "b", PublishTime: t0.Add(-2 * time.Hour)}, &fakeHandle{}, "ack-b")
-	deliverTo(h.r, run, &pubsub.Message{ID: "c", PublishTime: t0.Add(-30 * time.Minute)}, &fakeHandle{}, "ack-c")
-	step("oldest buffered holds it", t0.Add(-2*time.Hour))
+	// Messages published 200 and 100 ms before they arrive.
+	deliverTo(h.r, run, &pubsub.Message{ID: "a", PublishTime: t0.Add(-200 * time.Millisecond)}, &fakeHandle{}, "ack-a")
+	deliverTo(h.r, run, &pubsub.Message{ID: "b", PublishTime: t0.Add(-100 * time.Millisecond)}, &fakeHandle{}, "ack-b")
+	step("the clock minus the largest lag and lateness", t0.Add(-1200*time.Millisecond))
+	h.clock.advance(5 * time.Second)
+	step("still buffered: a holds it", t0.Add(-200*time.Millisecond))
+	drain(h.r, 10, 0)
+	step("emitted: it follows the clock", t0.Add(5*time.Second-1200*time.Millisecond))
 
-	// Emitting b leaves a at the head.
-	h.clock.advance(time.Second)
-	drained := drain(h.r, 3, 0)
-	for _, d := range drained {
-		h.r.endBundle(nil, d.eventTime, time.Time{})
-	}
-	step("active, empty buffer: newest emitted", t0.Add(-30*time.Minute))
-
-	// A message arrives from before the watermark: it cannot pull it back.
-	deliverTo(h.r, run, &pubsub.Message{ID: "late", PublishTime: t0.Add(-3 * time.Hour)}, &fakeHandle{}, "ack-late")
-	step("late arrival does not move it back", t0.Add(-30*time.Minute))
-
-	// Buffered for longer than the window: no longer holds the watermark.
+	// A failed bundle gives a and b back: until they arrive again, a's event
+	// time holds it.
+	h.r.abandonBundle(0)
+	h.clock.advance(5 * time.Second)
+	step("given back, not seen again: held", t0.Add(-200*time.Millisecond))
+	deliverTo(h.r, run, &pubsub.Message{ID: "a", PublishTime: t0.Add(-200 * time.Millisecond)}, &fakeHandle{}, "ack-a2")
+	deliverTo(h.r, run, &pubsub.Message{ID: "b", PublishTime: t0.Add(-100 * time.Millisecond)}, &fakeHandle{}, "ack-b2")
 	drain(h.r, 10, 1)
-	h.clock.advance(2 * time.Minute)
-	now := h.clock.now()
-	step("idle: now minus lateness", now.Add(-5*time.Second))
+	step("back and emitted: the clock minus the redelivery's lag", t0.Add(-1200*time.Millisecond))
 
-	h.clock.advance(time.Minute)
-	now = h.clock.now()
-	step("idle keeps advancing", now.Add(-5*time.Second))
+	// Stopped at the budget: it does not move however long the stop.
+	h.r.mu.Lock()
+	h.r.stopLocked(nackedBudget)
+	h.r.mu.Unlock()
+	h.clock.advance(time.Hour)
+	step("stopped: still", t0.Add(-1200*time.Millisecond))
 }
 
-// A buffered message that arrived before the window no longer holds the
-// watermark; one that arrived within it does.
-func TestSnapshotOldestRecentRespectsWindow(t *testing.T) {
-	h := newReaderHarness(t, testConfig(t, nil))
-	run := h.poll()
+// Every split of a read reports the lowest watermark of the read's splits
+// in the process: a runner that takes the latest checkpoint's estimate for
+// the stage must not see a fast split's.
+func TestReadReportsItsSlowestSplit(t *testing.T) {
+	h := newRegistryHarness(t)
+	cfg := testConfig(t, func(c *Config) { c.Subscriptions = testSubs(2) })
+	fast, _ := h.g.reader(splitKey{read: "r", index: 0}, Split{Index: 0, Subscription: cfg.Subscriptions[0]}, cfg)
+	slow, _ := h.g.reader(splitKey{read: "r", index: 1}, Split{Index: 1, Subscription: cfg.Subscriptions[1]}, cfg)
+	t.Cleanup(func() { h.g.detach("r") })
 	t0 := h.clock.now()
-	deliverTo(h.r, run, &pubsub.Message{ID: "old", PublishTime: t0.Add(-time.Hour)}, &fakeHandle{}, "ack-old")
-	h.clock.advance(2 * time.Minute)
-	deliverTo(h.r, run, &pubsub.Message{ID: "new", PublishTime: t0.Add(-time.Minute)}, &fakeHandle{}, "ack-new")
-	now := h.clock.now()
+	set := func(r *splitReader, w time.Time) {
+		r.mu.Lock()
+		r.watermark = w
+		r.mu.Unlock()
+	}
+	set(fast, t0)
+	set(slow, t0.Add(-time.Hour))
+	if got := h.g.watermark("r"); !got.Equal(t0.Add(-time.Hour)) {
+		t.Errorf("watermark %v, want the slow split's %v", got, t0.Add(-time.Hour))
+	}
+	set(slow, t0.Add(time.Minute))
+	if got := h.g.watermark("r"); !got.Equal(t0) {
+		t.Errorf("watermark %v, want the now slower fast split's %v", got, t0)
+	}
+	if got := h.g.watermark("other"); !got.IsZero() {
+		t.Errorf("an unknown read's watermark %v, want none", got)
+	}
+}
 
-	s := state(h.r, now.Add(-time.Minute))
-	if !s.oldestRecent.Equal(t0.Add(-time.Minute)) {
-		t.Errorf("oldestRecent %v, want %v (the message outside the window must not count)", s.oldestRecent, t0.Add(-time.Minute))
+func TestGivenBackHoldsUntilSeenOrExpired(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	g := newGivenBack(time.Minute)
+	if got := g.oldest(t0); !got.IsZero() {
+		t.Fatalf("empty: %v", got)
 	}
-	if s.buffered != 2 || !s.listeningSince.Equal(now) {
-		t.Errorf("snapshot %+v: want 2 buffered, last arrival %v", s, now)
+	g.add("a", t0.Add(-time.Hour), t0)
+	g.add("b", t0.Add(-2*time.Hour), t0.Add(30*time.Second))
+	if got := g.oldest(t0.Add(30 * time.Second)); !got.Equal(t0.Add(-2 * time.Hour)) {
+		t.Errorf("oldest %v, want b's", got)
 	}
-	s = state(h.r, now.Add(-time.Hour))
-	if !s.oldestRecent.Equal(t0.Add(-time.Hour)) {
-		t.Errorf("with a wider window: oldestRecent %v, want %v", s.oldestRecent, t0.Add(-time.Hour))
+	g.seen("b")
+	if got := g.oldest(t0.Add(30 * time.Second)); !got.Equal(t0.Add(-time.Hour)) {
+		t.Errorf("after b came back: %v, want a's", got)
+	}
+	if got := g.oldest(t0.Add(time.Minute)); !got.IsZero() {
+		t.Errorf("a minute after a was given back: %v, want none (expired)", got)
+	}
+	g.add("c", t0, t0)
+	g.add("c", t0.Add(time.Second), t0.Add(time.Second)) // given back again
+	if got := g.oldest(t0.Add(time.Second)); !got.Equal(t0.Add(time.Second)) {
+		t.Errorf("given back twice: %v, want the latest give-back's event time", got)
 	}
 }
