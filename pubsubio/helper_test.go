@@ -26,7 +26,17 @@ type fakePubSub struct {
 }
 
 func startFakePubSub(payloads ...string) fakePubSub {
-	srv := pstest.NewServer()
+	f := newFakePubSub()
+	for _, p := range payloads {
+		f.srv.Publish("projects/my-project/topics/orders", []byte(p), nil)
+	}
+	return f
+}
+
+// newFakePubSub is startFakePubSub without payloads, its server reacting
+// with opts.
+func newFakePubSub(opts ...pstest.ServerReactorOption) fakePubSub {
+	srv := pstest.NewServer(opts...)
 	ctx := context.Background()
 	for _, t := range []string{"orders", "dead-letters"} {
 		if _, err := srv.GServer.CreateTopic(ctx, &pubsubpb.Topic{Name: "projects/my-project/topics/" + t}); err != nil {
@@ -37,9 +47,6 @@ func startFakePubSub(payloads ...string) fakePubSub {
 		Name: "projects/my-project/subscriptions/orders-sub", Topic: "projects/my-project/topics/orders", AckDeadlineSeconds: 30,
 	}); err != nil {
 		panic(err)
-	}
-	for _, p := range payloads {
-		srv.Publish("projects/my-project/topics/orders", []byte(p), nil)
 	}
 	return fakePubSub{srv: srv}
 }

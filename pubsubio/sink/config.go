@@ -16,14 +16,17 @@ const (
 	// CreateIfNeeded (default) creates a topic that a publish found missing
 	// (NOT_FOUND), with TopicCreate's settings, and republishes what failed.
 	CreateIfNeeded CreateDisposition = "CREATE_IF_NEEDED"
-	// CreateNever fails the bundle on a missing topic: for pipelines where a
-	// missing topic means a routing bug.
+	// CreateNever never creates a topic: for pipelines where a missing topic
+	// means a routing bug. Under PolicyFail a missing topic fails the
+	// bundle; under PolicyDrop and PolicyDeadLetter each message to it is a
+	// rejected message (stage publish, NOT_FOUND).
 	CreateNever CreateDisposition = "CREATE_NEVER"
 )
 
 // FailurePolicy says what happens to a message Pub/Sub will not take: one
-// that breaks Pub/Sub's limits (checked before sending) or one Pub/Sub
-// rejected when it was published alone. Nothing else is routed: an outage
+// that breaks Pub/Sub's limits (checked before sending), one Pub/Sub
+// rejected when it was published alone, or one to a missing topic under
+// CreateNever. Nothing else is routed: an outage
 // (UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, PERMISSION_DENIED...)
 // fails the bundle under every policy, so a service incident never drains
 // a stream one dropped message at a time.

@@ -377,7 +377,7 @@ func (h *harness) emit(f dlq.FailedMessage) {
 // process and finish call the writer as writeFn does: each call, then the
 // dead letters it routed.
 func (h *harness) process(m model.Message) error {
-	err := h.w.process(h.ctx, m)
+	err := h.w.process(h.ctx, testEventTime, m)
 	h.collect()
 	return err
 }
@@ -396,10 +396,16 @@ func (h *harness) finish() error {
 }
 
 func (h *harness) collect() {
-	for _, f := range h.w.takeDeadLetters() {
-		h.emit(f)
+	for _, d := range h.w.takeDeadLetters() {
+		if !d.eventTime.Equal(testEventTime) {
+			h.t.Errorf("a dead letter of %q at %v, want its message's event time %v", d.failed.Message.Data, d.eventTime, testEventTime)
+		}
+		h.emit(d.failed)
 	}
 }
+
+// testEventTime is every harness message's event time.
+var testEventTime = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 
 func (h *harness) mustFinish() {
 	h.t.Helper()

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -101,6 +102,45 @@ func TestCreateNeverFailsNamingTheDisposition(t *testing.T) {
 	}
 	if len(be.created) != 0 {
 		t.Error("CreateNever created a topic")
+	}
+}
+
+// Under a routing policy, a message to a topic CreateNever must not create
+// is a rejected message: dead-lettered (stage publish, NOT_FOUND) or
+// dropped, and the bundle goes on.
+func TestCreateNeverRoutesUnderARoutingPolicy(t *testing.T) {
+	for _, policy := range []FailurePolicy{PolicyDeadLetter, PolicyDrop} {
+		t.Run(string(policy), func(t *testing.T) {
+			be := newFakeBackend(100)
+			missing := topicN(9)
+			be.verdict = func(topic model.Topic, batch []*pubsub.Message) error {
+				if topic == missing {
+					return status.Error(codes.NotFound, "Resource not found")
+				}
+				return nil
+			}
+			h := newHarness(t, Config{CreateDisposition: CreateNever, FailurePolicy: policy}, be)
+			h.mustProcess(msg("lost", missing))
+			h.mustProcess(msg("fine"))
+			h.mustFinish()
+			if len(be.created) != 0 {
+				t.Error("CreateNever created a topic")
+			}
+			if got := be.delivered(validTopic); len(got) != 1 {
+				t.Errorf("the good message's topic got %v, want [fine]", got)
+			}
+			dead := h.deadLetters()
+			switch policy {
+			case PolicyDeadLetter:
+				if len(dead) != 1 || dead[0].Stage != dlq.StagePublish || dead[0].Code != "NOT_FOUND" || dead[0].Topic != missing {
+					t.Errorf("dead letters %+v, want one for %s, stage publish, NOT_FOUND", dead, missing)
+				}
+			case PolicyDrop:
+				if len(dead) != 0 || h.w.stats.dropped.Load() != 1 {
+					t.Errorf("%d dead letters, %d dropped; want none and one", len(dead), h.w.stats.dropped.Load())
+				}
+			}
+		})
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	"google.golang.org/grpc/codes"
@@ -16,14 +17,14 @@ import (
 
 // complete classifies one verdict on the DoFn's goroutine.
 //
-// Only two kinds of failure are data-shaped and reach the failure policy: a
-// message that breaks Pub/Sub's limits (checked before sending) and one
-// Pub/Sub rejected with INVALID_ARGUMENT when it was published alone.
-// INVALID_ARGUMENT is the only message-level code: Publish is a batch RPC,
-// the client sets the one status on every message of the batch, and the
-// other codes describe the service, not a message. Everything else fails
-// the bundle, so an outage backpressures and restarts instead of bleeding
-// the stream into a dropping policy.
+// Only data-shaped failures reach the failure policy: a message that breaks
+// Pub/Sub's limits (checked before sending), one Pub/Sub rejected with
+// INVALID_ARGUMENT when it was published alone, and one to a missing topic
+// under CreateNever. INVALID_ARGUMENT is the only message-level code:
+// Publish is a batch RPC, the client sets the one status on every message
+// of the batch, and the other codes describe the service, not a message.
+// Everything else fails the bundle, so an outage backpressures and restarts
+// instead of bleeding the stream into a dropping policy.
 func (w *writer) complete(ctx context.Context, o *outbound) {
 	if o.epoch != w.epoch {
 		return // from a bundle that failed; its elements are being retried
@@ -50,25 +51,24 @@ func (w *writer) complete(ctx context.Context, o *outbound) {
 	}
 	code, _ := grpccode.Of(err)
 	switch {
-	case code == codes.NotFound:
+	case code == codes.NotFound && w.cfg.CreateDisposition == CreateNever:
 		w.countRoot(code, err)
-		if w.cfg.CreateDisposition == CreateNever {
+		if w.cfg.FailurePolicy == PolicyFail {
 			w.fail(fmt.Errorf("pubsubio.Write: topic %s does not exist and CreateDisposition is %s: create it, fix the destination, or use %s: %w",
 				d.topic, CreateNever, CreateIfNeeded, err))
 			return
 		}
+		// A message to a topic that must not be created is a bad record
+		// under a routing policy, like one Pub/Sub rejected.
+		w.routeRejected(ctx, d, o, err)
+	case code == codes.NotFound:
+		w.countRoot(code, err)
 		d.notFound = true
 		w.park(d, o, err)
 	case code == codes.InvalidArgument && o.solo:
 		// A verdict of its own: a confirmed rejection.
 		w.countRoot(code, err)
-		if o.msg.OrderingKey != "" {
-			// The client paused the key; nothing of it is in flight (the
-			// message was alone), so the repair resumes it before the key's
-			// next message, or the drain does.
-			d.paused[o.msg.OrderingKey] = true
-		}
-		w.route(ctx, d.topic, o.msg, dlq.StagePublish, err, o.attempts)
+		w.routeRejected(ctx, d, o, err)
 	case code == codes.InvalidArgument:
 		// A verdict on the batch, not on this message: republish it alone
 		// (repair.go). Not counted: the batch's one status is on every
@@ -80,6 +80,16 @@ func (w *writer) complete(ctx context.Context, o *outbound) {
 		w.fail(fmt.Errorf("pubsubio.Write: publishing to %s failed with %s after the client's retries: %s: %w",
 			d.topic, grpccode.Name(code), w.outageHint(code, d.topic), err))
 	}
+}
+
+// routeRejected applies the failure policy to o, which Pub/Sub refused for
+// itself. The client paused o's ordering key, if it has one: the next
+// repair or drain resumes it.
+func (w *writer) routeRejected(ctx context.Context, d *dest, o *outbound, err error) {
+	if o.msg.OrderingKey != "" {
+		d.paused[o.msg.OrderingKey] = true
+	}
+	w.route(ctx, routed{topic: d.topic, msg: o.msg, eventTime: o.eventTime, stage: dlq.StagePublish, attempts: o.attempts}, err)
 }
 
 // outageHint says what to check after a publish failed for a reason that
@@ -107,8 +117,18 @@ func (w *writer) park(d *dest, o *outbound, cause error) {
 	}
 }
 
+// routed is a message for the failure policy: where it was going, at which
+// stage it failed, after how many publish attempts, and its event time.
+type routed struct {
+	topic     model.Topic
+	msg       model.Message
+	eventTime time.Time
+	stage     dlq.Stage
+	attempts  int
+}
+
 // route applies the failure policy to a message Pub/Sub will not take.
-func (w *writer) route(ctx context.Context, topic model.Topic, m model.Message, stage dlq.Stage, err error, attempts int) {
+func (w *writer) route(ctx context.Context, r routed, err error) {
 	w.stats.sendErrors.Add(1)
 	w.rejections++
 	w.lastRejection = err
@@ -116,15 +136,15 @@ func (w *writer) route(ctx context.Context, topic model.Topic, m model.Message, 
 	case PolicyDrop:
 		w.stats.dropped.Add(1)
 		w.warnf(ctx, "pubsubio.Write: dropping a message to %s (FailurePolicy %s, stage %s, %d data bytes): %v",
-			topic, PolicyDrop, stage, len(m.Data), err)
+			r.topic, PolicyDrop, r.stage, len(r.msg.Data), err)
 	case PolicyDeadLetter:
 		w.stats.deadLettered.Add(1)
-		f := dlq.New(stage, m, err, attempts, w.now())
-		f.Topic = topic
-		w.deadLetters = append(w.deadLetters, f)
+		f := dlq.New(r.stage, r.msg, err, r.attempts, w.now())
+		f.Topic = r.topic
+		w.deadLetters = append(w.deadLetters, deadLetter{eventTime: r.eventTime, failed: f})
 	default:
 		w.fail(fmt.Errorf("pubsubio.Write: Pub/Sub will not take a message to %s (stage %s) and FailurePolicy is %s: fix the message, or route such messages with %s or %s: %w",
-			topic, stage, PolicyFail, PolicyDrop, PolicyDeadLetter, err))
+			r.topic, r.stage, PolicyFail, PolicyDrop, PolicyDeadLetter, err))
 		return
 	}
 	if max := w.cfg.MaxConsecutiveRejections; max != -1 && w.rejections >= max {

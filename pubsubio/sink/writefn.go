@@ -4,17 +4,22 @@ import (
 	"context"
 	"errors"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
-type deadLetterFn = func(dlq.FailedMessage)
+// deadLetterFn emits a dead letter at the event time of the message that
+// failed: emitted from FinishBundle it lands in the global window, and
+// Write windows the dead letters like its input again (write.go).
+type deadLetterFn = func(beam.EventTime, dlq.FailedMessage)
 
 func init() {
-	register.DoFn3x1[context.Context, model.Message, deadLetterFn, error](&writeFn{})
-	register.Emitter1[dlq.FailedMessage]()
+	register.DoFn4x1[context.Context, beam.EventTime, model.Message, deadLetterFn, error](&writeFn{})
+	register.Emitter2[beam.EventTime, dlq.FailedMessage]()
 }
 
 // writeFn is the writer DoFn. Its exported field is the configuration Beam
@@ -52,11 +57,11 @@ func (fn *writeFn) StartBundle(ctx context.Context, _ deadLetterFn) error {
 	return nil
 }
 
-func (fn *writeFn) ProcessElement(ctx context.Context, m model.Message, emit deadLetterFn) error {
+func (fn *writeFn) ProcessElement(ctx context.Context, et beam.EventTime, m model.Message, emit deadLetterFn) error {
 	if fn.w == nil {
 		return errReleased
 	}
-	err := fn.w.process(ctx, m)
+	err := fn.w.process(ctx, et.ToTime(), m)
 	fn.emitDeadLetters(emit)
 	return fn.releaseAfterFailure(ctx, err)
 }
@@ -82,8 +87,8 @@ func (fn *writeFn) Teardown(ctx context.Context) error {
 }
 
 func (fn *writeFn) emitDeadLetters(emit deadLetterFn) {
-	for _, f := range fn.w.takeDeadLetters() {
-		emit(f)
+	for _, d := range fn.w.takeDeadLetters() {
+		emit(mtime.FromTime(d.eventTime), d.failed)
 	}
 }
 

@@ -5,6 +5,9 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
@@ -38,19 +41,19 @@ func fnHarness(t *testing.T, cfg Config) (*writeFn, *[]*fakeBackend) {
 func TestFailedBundleReleasesTheWriter(t *testing.T) {
 	ctx := guard(t)
 	fn, built := fnHarness(t, Config{Publisher: PublisherOptions{CountThreshold: 1000}})
-	emit := func(dlq.FailedMessage) {}
+	emit := func(beam.EventTime, dlq.FailedMessage) {}
 	if err := fn.Setup(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := fn.StartBundle(ctx, emit); err != nil {
 		t.Fatal(err)
 	}
-	if err := fn.ProcessElement(ctx, model.Message{Data: []byte("a")}, emit); err != nil {
+	if err := fn.ProcessElement(ctx, mtime.Now(), model.Message{Data: []byte("a")}, emit); err != nil {
 		t.Fatal(err)
 	}
 	// A message with an ordering key while ordering is disabled fails the
 	// bundle.
-	if err := fn.ProcessElement(ctx, model.Message{Data: []byte("b"), OrderingKey: "k"}, emit); err == nil {
+	if err := fn.ProcessElement(ctx, mtime.Now(), model.Message{Data: []byte("b"), OrderingKey: "k"}, emit); err == nil {
 		t.Fatal("want the bundle to fail")
 	}
 	first := (*built)[0]
@@ -60,7 +63,7 @@ func TestFailedBundleReleasesTheWriter(t *testing.T) {
 	if err := fn.StartBundle(ctx, emit); err != nil {
 		t.Fatal(err)
 	}
-	if err := fn.ProcessElement(ctx, model.Message{Data: []byte("c")}, emit); err != nil {
+	if err := fn.ProcessElement(ctx, mtime.Now(), model.Message{Data: []byte("c")}, emit); err != nil {
 		t.Fatal(err)
 	}
 	if err := fn.FinishBundle(ctx, emit); err != nil {

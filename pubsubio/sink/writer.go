@@ -52,7 +52,7 @@ type writer struct {
 
 	// deadLetters are what the failure policy routed since the DoFn last
 	// took them (takeDeadLetters), to emit.
-	deadLetters []dlq.FailedMessage
+	deadLetters []deadLetter
 
 	stats stats
 }
@@ -83,14 +83,22 @@ func (d *dest) clean() bool {
 // flush sends what d's publisher batches, without blocking.
 func (d *dest) flush() { d.flusher.Flush(d.pub.flush) }
 
+// deadLetter is a routed message and the event time it is emitted at: the
+// failed message's own.
+type deadLetter struct {
+	eventTime time.Time
+	failed    dlq.FailedMessage
+}
+
 // outbound is one accepted message, from admission to its verdict.
 type outbound struct {
-	seq      uint64
-	epoch    uint64
-	dest     *dest
-	msg      model.Message // as the pipeline gave it, for dead letters
-	size     int64         // serialized, as the client counts it
-	attempts int
+	seq       uint64
+	epoch     uint64
+	dest      *dest
+	msg       model.Message // as the pipeline gave it, for dead letters
+	eventTime time.Time     // the element's, for its dead letter
+	size      int64         // serialized, as the client counts it
+	attempts  int
 	// isolate: the message was in a batch Pub/Sub rejected as a whole, so it
 	// is republished alone until it earns a verdict of its own.
 	isolate bool
@@ -140,15 +148,15 @@ func (w *writer) startBundle() {
 // process publishes one message: it returns once the message is accepted by
 // a publisher (or routed by the failure policy), blocking at the in-flight
 // caps and while repairs run.
-func (w *writer) process(ctx context.Context, m model.Message) error {
-	err := w.processOne(ctx, m)
+func (w *writer) process(ctx context.Context, eventTime time.Time, m model.Message) error {
+	err := w.processOne(ctx, eventTime, m)
 	if w.stats.throttle.Due(w.now()) {
 		w.stats.report(ctx, w)
 	}
 	return err
 }
 
-func (w *writer) processOne(ctx context.Context, m model.Message) error {
+func (w *writer) processOne(ctx context.Context, eventTime time.Time, m model.Message) error {
 	w.poll(ctx)
 	if w.failure != nil {
 		return w.failure
@@ -169,7 +177,7 @@ func (w *writer) processOne(ctx context.Context, m model.Message) error {
 	}
 	size := messageSize(m)
 	if err := checkLimits(topic, m, size); err != nil {
-		w.route(ctx, topic, m, dlq.StageValidate, err, 0)
+		w.route(ctx, routed{topic: topic, msg: m, eventTime: eventTime, stage: dlq.StageValidate}, err)
 		return w.failure
 	}
 	d, err := w.destination(ctx, topic)
@@ -180,7 +188,7 @@ func (w *writer) processOne(ctx context.Context, m model.Message) error {
 		return err
 	}
 	w.seq++
-	w.send(d, &outbound{seq: w.seq, msg: m, size: int64(size)}, false)
+	w.send(d, &outbound{seq: w.seq, msg: m, eventTime: eventTime, size: int64(size)}, false)
 	return nil
 }
 
@@ -199,7 +207,7 @@ func (w *writer) finishBundle(ctx context.Context) error {
 // takeDeadLetters returns what the failure policy routed since the last
 // call, for the DoFn to emit. The slice is valid until the next call of the
 // writer.
-func (w *writer) takeDeadLetters() []dlq.FailedMessage {
+func (w *writer) takeDeadLetters() []deadLetter {
 	out := w.deadLetters
 	w.deadLetters = w.deadLetters[:0]
 	return out
