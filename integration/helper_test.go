@@ -170,19 +170,20 @@ func writePipeline(t *testing.T, cfg pubsubio.WriteConfig, msgs []pubsubio.Messa
 
 // pipelineRun is a job running in the background.
 type pipelineRun struct {
-	done  chan struct{}
-	res   beam.PipelineResult
-	err   error
-	start time.Time
-	took  time.Duration
+	done   chan struct{}
+	cancel context.CancelFunc // ends a streaming job
+	res    beam.PipelineResult
+	err    error
+	start  time.Time
+	took   time.Duration
 }
 
 // runInBackground runs p with metrics, bounded by timeout.
 func runInBackground(p *beam.Pipeline, timeout time.Duration) *pipelineRun {
-	r := &pipelineRun{done: make(chan struct{}), start: time.Now()}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	r := &pipelineRun{done: make(chan struct{}), cancel: cancel, start: time.Now()}
 	go func() {
 		defer close(r.done)
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		r.res, r.err = beamx.RunWithMetrics(ctx, p)
 		r.took = time.Since(r.start)
