@@ -26,7 +26,7 @@ import (
 
 var (
 	endpoint = flag.String("emulator", "", "host:port of a running Pub/Sub emulator (default: start one)")
-	cases    = flag.String("cases", "read,write,latency,scaling,memory", "what to measure (comma separated)")
+	cases    = flag.String("cases", "read,write,latency,scaling,memory,stages", "what to measure (comma separated)")
 	runs     = flag.Int("runs", 3, "runs of each contender per throughput case")
 	only     = flag.String("only", "", "run only the read and write cases whose name contains this text, e.g. \"16384 B, 3 sub\"")
 	entrants = flag.String("contenders", "", "run only these contenders of the read and write cases (comma separated: source, sink, raw, prototype, source-10-streams, raw-10-streams), e.g. to profile one; targets are checked only where both sides ran")
@@ -47,6 +47,8 @@ var (
 	warmUpMessages = flag.Int("warmup_messages", 200000, "messages published and read through the emulator before anything is measured (0: none)")
 
 	memoryHold = flag.Duration("memory_hold", 10*time.Second, "how long the memory case holds its messages while RSS is sampled")
+
+	stageWait = flag.Duration("stage_wait", 5*time.Second, "how long Pub/Sub takes to answer a publish in the stages case")
 
 	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	memProfile = flag.String("memprofile", "", "write an allocation profile of the whole run to this file")
@@ -149,6 +151,12 @@ func run(ctx context.Context) int {
 				return fail(err)
 			}
 			fmt.Fprintf(&report, "\n%s", scalingTable(points))
+		case "stages":
+			r, err := measureStages(ctx, *stageWait)
+			if err != nil {
+				return fail(err)
+			}
+			report.WriteString(r)
 		case "memory":
 			rs, err := measureMemory(ctx, env, 1024, *memoryHold)
 			if err != nil {
@@ -159,7 +167,7 @@ func run(ctx context.Context) int {
 				fmt.Fprintln(&report, r)
 			}
 		default:
-			if err := fmt.Errorf("unknown case %q in --cases; use read, write, latency, scaling, memory", what); err != nil {
+			if err := fmt.Errorf("unknown case %q in --cases; use read, write, latency, scaling, memory, stages", what); err != nil {
 				return fail(err)
 			}
 		}
