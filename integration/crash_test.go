@@ -58,7 +58,7 @@ func TestCrashLoopWholeProcessKilled(t *testing.T) {
 	kills := crash.EnvInt(t, crash.EnvKills, crashDefaultKills)
 	r, seed := crash.Rand(t)
 	bin := crash.BuildPipeline(t)
-	c := crash.NewTopology(t, e, "crash-loop", n)
+	c := crash.NewTopology(t, e, "crash-loop", n, nil)
 
 	start := time.Now()
 	for k := 0; k < kills; k++ {
@@ -99,7 +99,7 @@ func TestCrashLoopWholeBacklogBuffered(t *testing.T) {
 	kills := crash.EnvInt(t, crash.EnvKills, crashDefaultBufferedKills)
 	_, seed := crash.Rand(t) // no random points here; logged for the summary line
 	bin := crash.BuildPipeline(t)
-	c := crash.NewTopology(t, e, "crash-buffered", n)
+	c := crash.NewTopology(t, e, "crash-buffered", n, nil)
 	proxy := crash.StartDeliveryCounter(t, e.Endpoint)
 
 	start := time.Now()

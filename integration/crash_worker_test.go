@@ -176,7 +176,7 @@ func TestCrashWorkerKilledPrismKept(t *testing.T) {
 	r, seed := crash.Rand(t)
 	bin := crash.BuildPipeline(t)
 	prism := startPrism(t)
-	c := crash.NewTopology(t, e, "crash-worker", n)
+	c := crash.NewTopology(t, e, "crash-worker", n, nil)
 
 	start := time.Now()
 	for k := 0; k < kills; k++ {
@@ -233,7 +233,7 @@ func TestCrashFailedBundleFailsPrismJob(t *testing.T) {
 	n := crash.EnvInt(t, crash.EnvMessages, crash.DefaultMessages)
 	bin := crash.BuildPipeline(t)
 	prism := startPrism(t)
-	c := crash.NewTopology(t, e, "crash-failbundle", n)
+	c := crash.NewTopology(t, e, "crash-failbundle", n, nil)
 
 	start := time.Now()
 	known := prism.knownJobs(t)

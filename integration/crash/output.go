@@ -60,6 +60,17 @@ func watchOutput(t testing.TB, client *pubsub.Client, sub model.Subscription) *O
 	return w
 }
 
+// Seen returns the input IDs that reached the output so far.
+func (w *OutputWatcher) Seen() map[string]bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	seen := make(map[string]bool, len(w.byInput))
+	for id := range w.byInput {
+		seen[id] = true
+	}
+	return seen
+}
+
 // Distinct returns how many input IDs reached the output.
 func (w *OutputWatcher) Distinct() int {
 	w.mu.Lock()

@@ -21,8 +21,12 @@ const (
 	ackDeadline   = 10 * time.Second // input subscription
 	completeLimit = 12 * time.Minute // completion runs, all together (a replay needed 7.5 min)
 	arrivalLimit  = 2 * time.Minute  // the last outputs to show up, and a failing test's diagnosis
-	settleLimit   = 10 * time.Second // outputs to show up once a completion run ended (it published them before exiting)
-	payloadSize   = 256
+
+	payloadSize = 256
+
+	// SettleLimit bounds the wait for outputs once a completion run ended:
+	// it published them before exiting.
+	SettleLimit = 10 * time.Second
 
 	// IdleTimeout ends a completion run this long after its last message.
 	IdleTimeout = 30 * time.Second
@@ -47,8 +51,9 @@ type Topology struct {
 }
 
 // NewTopology creates an input topic and subscription, an output topic
-// and subscription, starts watching the output and publishes n messages.
-func NewTopology(t testing.TB, e *emulator.Emulator, prefix string, n int) *Topology {
+// and subscription, starts watching the output and publishes n messages,
+// message i with attrs(i) (attrs may be nil).
+func NewTopology(t testing.TB, e *emulator.Emulator, prefix string, n int, attrs func(i int) map[string]string) *Topology {
 	t.Helper()
 	in := e.CreateTopic(t, prefix+"-in")
 	c := &Topology{
@@ -59,7 +64,7 @@ func NewTopology(t testing.TB, e *emulator.Emulator, prefix string, n int) *Topo
 	outSub := e.CreateSubscription(t, c.outTopic, prefix+"-out", 60*time.Second)
 	c.Out = watchOutput(t, e.Client(t), outSub)
 	start := time.Now()
-	c.inputIDs = e.Publish(t, in, n, payloadSize, nil)
+	c.inputIDs = e.Publish(t, in, n, payloadSize, attrs)
 	t.Logf("published %d messages of %d bytes in %v", n, payloadSize, time.Since(start).Round(time.Millisecond))
 	return c
 }
@@ -82,7 +87,14 @@ func (c *Topology) Args(extra ...string) []string {
 // reported by Verify.
 func (c *Topology) Complete(t testing.TB, bin string, extra ...string) (runs int) {
 	t.Helper()
-	deadline := time.Now().Add(completeLimit)
+	return c.CompleteWithin(t, bin, completeLimit, extra...)
+}
+
+// CompleteWithin is Complete with limit instead of completeLimit: with 0,
+// one run.
+func (c *Topology) CompleteWithin(t testing.TB, bin string, limit time.Duration, extra ...string) (runs int) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	for runs = 1; ; runs++ {
 		p := Start(t, bin, fmt.Sprintf("completion-%d", runs), c.Args(append(extra, "--idle_timeout="+IdleTimeout.String())...)...)
 		start := time.Now()
@@ -92,22 +104,35 @@ func (c *Topology) Complete(t testing.TB, bin string, extra ...string) (runs int
 		if !strings.Contains(p.Stdout(), DoneLine) {
 			t.Fatalf("completion run %d exited 0 without %q; stdout:\n%s", runs, DoneLine, p.Stdout())
 		}
-		missing := c.Out.awaitAll(c.inputIDs, settleLimit)
+		missing := c.Out.awaitAll(c.inputIDs, SettleLimit)
 		t.Logf("completion run %d took %v; %d of %d input IDs on the output", runs, time.Since(start).Round(time.Millisecond), len(c.inputIDs)-len(missing), len(c.inputIDs))
-		if len(missing) == 0 || time.Now().After(deadline) {
+		if len(missing) == 0 || !time.Now().Before(deadline) {
 			return runs
 		}
 	}
 }
 
-// Verify fails the test for every input ID missing from the output and
-// logs the summary line RELIABILITY.md's figures come from.
-func (c *Topology) Verify(t testing.TB, variant string, seed int64, kills, completionRuns int, took time.Duration) {
+// InputIDs returns the IDs of the published backlog, indexed like the
+// messages.
+func (c *Topology) InputIDs() []string { return c.inputIDs }
+
+// Lost returns the input IDs missing from the output after waiting up to
+// within for the last ones, and logs the summary line RELIABILITY.md's
+// figures come from.
+func (c *Topology) Lost(t testing.TB, within time.Duration, variant string, seed int64, kills, completionRuns int, took time.Duration) []string {
 	t.Helper()
-	missing := c.Out.awaitAll(c.inputIDs, arrivalLimit)
+	missing := c.Out.awaitAll(c.inputIDs, within)
 	st := c.Out.stats(c.inputIDs)
 	t.Logf("CRASH SUMMARY variant=%s messages=%d kills=%d seed=%d lost=%d duplicates=%d duplicated_inputs=%d output_deliveries=%d completion_runs=%d took=%v",
 		variant, len(c.inputIDs), kills, seed, len(missing), st.duplicates, st.duplicatedInputs, st.deliveries, completionRuns, took.Round(time.Second))
+	return missing
+}
+
+// Verify fails the test for every input ID missing from the output, and
+// logs the summary line (Lost).
+func (c *Topology) Verify(t testing.TB, variant string, seed int64, kills, completionRuns int, took time.Duration) {
+	t.Helper()
+	missing := c.Lost(t, arrivalLimit, variant, seed, kills, completionRuns, took)
 	if len(missing) > 0 {
 		back := c.stillUnacked(t, missing, arrivalLimit)
 		t.Errorf("%d of %d input messages never reached the output topic (replay with %s=%d), e.g. %v; "+

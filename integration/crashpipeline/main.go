@@ -17,7 +17,11 @@
 // Two flags make it misbehave on purpose: --stall blocks the transform on
 // its first message (the source keeps receiving into its buffer, nothing
 // commits), --fail_once makes the transform return an error for the first
-// message it sees in this process (one failed bundle).
+// message it sees in this process (one failed bundle). --window puts a
+// GroupByKey in fixed windows between the read and the write, as every
+// windowed pipeline has one: Prism no longer fuses the writer into the
+// read's bundle, and the read acks what that bundle emitted once it
+// committed, before the windows fire.
 package main
 
 import (
@@ -31,6 +35,7 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
@@ -64,10 +69,36 @@ var (
 	stall        = flag.Bool("stall", false, "block the transform on its first message until the process is killed (at most --stall_limit)")
 	stallLimit   = flag.Duration("stall_limit", 10*time.Minute, "with --stall: fail the pipeline after stalling this long, so a forgotten process ends")
 	failOnce     = flag.Bool("fail_once", false, "return an error from the transform for the first message this process sees")
+	windowSize   = flag.Duration("window", 0, "group the tagged messages in fixed windows of this size before writing them (0: no grouping)")
+	lateness     = flag.Duration("allowed_lateness", 0, "with --window: the windows' allowed lateness")
+	timestamp    = flag.String("timestamp_attribute", "", "the read's TimestampAttribute")
 )
 
 func init() {
 	register.DoFn2x2[context.Context, pubsubio.Message, pubsubio.Message, error](&tagFn{})
+	register.Function2x0(byShard)
+	register.Function3x0(ungroup)
+	register.Iter1[pubsubio.Message]()
+}
+
+// shards is how many keys --window groups the messages under.
+const shards = 8
+
+// byShard keys a message by a shard of its input ID.
+func byShard(m pubsubio.Message, emit func(int, pubsubio.Message)) {
+	h := 0
+	for _, c := range m.Attributes[InputIDAttribute] {
+		h = 31*h + int(c)
+	}
+	emit((h%shards+shards)%shards, m)
+}
+
+// ungroup emits every message of a shard's window.
+func ungroup(_ int, msgs func(*pubsubio.Message) bool, emit func(pubsubio.Message)) {
+	var m pubsubio.Message
+	for msgs(&m) {
+		emit(m)
+	}
 }
 
 // tagFn keeps the input ID on the message and clears what the read set
@@ -145,12 +176,17 @@ func run(ctx context.Context) error {
 		MaxDurationPerAckExtension: *ackExtension,
 		MaxOutstandingMessages:     *maxOutstand,
 		BufferMaxMessages:          *bufferMax,
+		TimestampAttribute:         *timestamp,
 		Connection:                 pubsubio.Connection{EmulatorEndpoint: readFrom},
 	})
 	if err != nil {
 		return fmt.Errorf("configuring the read: %w", err)
 	}
 	tagged := beam.ParDo(s, &tagFn{Stall: *stall, StallLimit: *stallLimit, FailOnce: *failOnce}, msgs)
+	if *windowSize > 0 {
+		windowed := beam.WindowInto(s, window.NewFixedWindows(*windowSize), beam.ParDo(s, byShard, tagged), beam.AllowedLateness(*lateness))
+		tagged = beam.ParDo(s, ungroup, beam.GroupByKey(s, windowed))
+	}
 	if _, err := pubsubio.TryWrite(s, pubsubio.WriteConfig{
 		Topic:      topic,
 		Connection: pubsubio.Connection{EmulatorEndpoint: *emulator},
