@@ -1,14 +1,21 @@
 package pubsubio_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
+	"regexp"
 	"slices"
 	"testing"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/graphx"
+	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio"
 )
@@ -89,3 +96,42 @@ func (f fakePubSub) printAcked() {
 }
 
 func (f fakePubSub) close() { f.srv.Close() }
+
+// marshalled is p's portable description as bytes: what a runner, and
+// anyone who can view the job, receives.
+func marshalled(t *testing.T, p *beam.Pipeline) []byte {
+	t.Helper()
+	edges, _, err := p.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := graphx.Marshal(edges, &graphx.Options{Environment: &pipepb.Environment{Urn: "beam:env:docker:v1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := proto.Marshal(pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Beam Go base64-encodes a DoFn and its fields into the graph; decode
+	// every base64 run, twice for nesting, so the search sees them plain.
+	return withBase64Decoded(withBase64Decoded(b))
+}
+
+var base64Run = regexp.MustCompile(`[A-Za-z0-9+/]{16,}={0,2}`)
+
+// withBase64Decoded is b followed by the decoding of each base64 run in it,
+// tried at each of the four alignments a run's first bytes may shift it by.
+func withBase64Decoded(b []byte) []byte {
+	out := bytes.Clone(b)
+	for _, run := range base64Run.FindAll(b, -1) {
+		for shift := 0; shift < 4 && shift < len(run); shift++ {
+			r := bytes.TrimRight(run[shift:], "=")
+			r = r[:len(r)/4*4]
+			if d, err := base64.StdEncoding.DecodeString(string(r)); err == nil {
+				out = append(out, d...)
+			}
+		}
+	}
+	return out
+}

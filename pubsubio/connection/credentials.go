@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"syscall"
 )
 
 // maxKeyFileSize bounds how much of CredentialsFile is read. A service-account
@@ -50,9 +51,10 @@ func readServiceAccountKey(path string) ([]byte, error) {
 	raw, err := readLimited(path)
 	if err != nil {
 		var pe *fs.PathError
-		if errors.As(err, &pe) {
+		switch {
+		case errors.As(err, &pe):
 			err = pe.Err // the reason (no such file, permission denied...) without the path
-		} else {
+		case !errors.Is(err, errNotRegular):
 			err = errReadFailed
 		}
 		return nil, fmt.Errorf("CredentialsFile cannot be read on this worker: %w; install the key at that path on every worker, readable by the SDK harness, or leave CredentialsFile empty for application-default credentials", err)
@@ -83,6 +85,9 @@ func readServiceAccountKey(path string) ([]byte, error) {
 	if !isRSAPrivateKey(key.PrivateKey) {
 		return nil, errors.New(`CredentialsFile has a "private_key" that is not a PEM-encoded RSA private key; download a new key for the service account`)
 	}
+	if !googleTokenURIs[key.TokenURI] {
+		return nil, errors.New(`CredentialsFile is a service-account key whose "token_uri" is not Google's token endpoint; download a new key for the service account`)
+	}
 	if key.UniverseDomain != "" && key.UniverseDomain != "googleapis.com" {
 		// The connection goes to pubsub.googleapis.com; a key from another
 		// universe would fail on every RPC with an error quoting the file.
@@ -91,15 +96,35 @@ func readServiceAccountKey(path string) ([]byte, error) {
 	return json.Marshal(key)
 }
 
+// errNotRegular stands in for reading something other than a regular file.
+var errNotRegular = errors.New("it is not a regular file (a named pipe, a device or a directory would block or mislead the read)")
+
 // readLimited reads at most maxKeyFileSize+1 bytes of path, enough to tell
-// that a file is too large.
+// that a file is too large. It opens without blocking and reads only a
+// regular file: opening a named pipe blocks until a writer comes, forever.
 func readLimited(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, errNotRegular
+	}
 	return io.ReadAll(io.LimitReader(f, maxKeyFileSize+1))
+}
+
+// googleTokenURIs are the token endpoints Google's service-account keys
+// name. A key naming another would make the worker send a signed assertion
+// there and trust whatever token comes back.
+var googleTokenURIs = map[string]bool{
+	"":                                    true, // the library's default, Google's
+	"https://oauth2.googleapis.com/token": true,
+	"https://accounts.google.com/o/oauth2/token": true, // keys made before 2019
 }
 
 // isRSAPrivateKey reports whether s is a PEM private key the auth library can

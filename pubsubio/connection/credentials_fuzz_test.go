@@ -53,6 +53,8 @@ var referenceShapes = sync.OnceValues(func() (map[string]bool, error) {
 		key(map[string]any{"type": "service_account", "client_email": "e", "private_key": "k"}), // key not PEM
 		key(map[string]any{"type": "service_account", "client_email": "e", "private_key": rsaPEM, // another universe
 			"universe_domain": "u"}),
+		key(map[string]any{"type": "service_account", "client_email": "e", "private_key": rsaPEM, // another token endpoint
+			"token_uri": "t"}),
 		strings.Repeat(" ", maxKeyFileSize+1), // too large
 	}
 	shapes := map[string]bool{}

@@ -11,11 +11,16 @@ import (
 	"encoding/pem"
 	"errors"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Values written into fake keys; no error may contain any of them.
@@ -323,5 +328,61 @@ func TestCredentialsFileErrors(t *testing.T) {
 			}
 			assertNoLeak(t, err, path)
 		})
+	}
+}
+
+// A key whose token_uri names another endpoint would make the worker send
+// a signed assertion there and use the token it returns: refused when the
+// client is built, and the endpoint receives nothing.
+func TestCredentialsFileRefusesAForeignTokenURI(t *testing.T) {
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token": "stolen", "token_type": "Bearer", "expires_in": 3600}`))
+	}))
+	defer srv.Close()
+	for _, uri := range []string{srv.URL + "/token", "https://token.example.invalid/token"} {
+		k := fakeServiceAccountKey(t)
+		k["token_uri"] = uri
+		path := writeKeyFile(t, marshal(t, k))
+		c, err := NewClient(context.Background(), fakeProject, Settings{CredentialsFile: path})
+		if err == nil {
+			c.Close()
+			t.Fatalf("token_uri %s: the client was built", uri)
+		}
+		if !strings.Contains(err.Error(), "token_uri") {
+			t.Errorf("token_uri %s: error %q does not name token_uri", uri, err)
+		}
+		assertNoLeak(t, err, path)
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("the foreign token endpoint received %d requests, want none", n)
+	}
+}
+
+// A named pipe blocks open(2) until a writer comes: refused without
+// blocking, as anything but a regular file is.
+func TestCredentialsFileRefusesWhatIsNotARegularFile(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "key-fifo.json")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatalf("mkfifo: %v", err)
+	}
+	for _, path := range []string{fifo, t.TempDir(), "/dev/zero"} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := readServiceAccountKey(path)
+			done <- err
+		}()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: still reading after 30s; want a refusal without blocking", filepath.Base(path))
+		}
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("%s: %v, want a refusal saying it is not a regular file", filepath.Base(path), err)
+		}
+		assertNoLeak(t, err, path)
 	}
 }

@@ -1,11 +1,13 @@
 package connection
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Settings says where and as whom to connect. Its fields are plain exported
@@ -20,13 +22,17 @@ type Settings struct {
 	EmulatorEndpoint string
 	// CredentialsFile is the path of a service-account JSON key, read on the
 	// machine where the client is built (the worker). Empty means
-	// application-default credentials. It cannot be combined with
+	// application-default credentials. It is serialized into the pipeline
+	// graph, so anything that is not plausibly a path (inline JSON, PEM,
+	// base64, a URL) is refused at construction; the key must be a regular
+	// file naming Google's token endpoint. It cannot be combined with
 	// EmulatorEndpoint.
 	CredentialsFile string
 }
 
 // Validate checks what can be known at graph construction: the endpoint's
-// syntax, and that an emulator and a key file are not both set. The key file
+// syntax, that an emulator and a key file are not both set, and that
+// CredentialsFile looks like a path. The key file
 // itself is read only on the worker, where it has to exist. Errors name the
 // option and, for EmulatorEndpoint, the value; never the credentials path,
 // which can reveal more than it should once it is in a log.
@@ -40,12 +46,54 @@ func (s Settings) Validate() error {
 			errs = append(errs, errors.New("EmulatorEndpoint and CredentialsFile are both set: the emulator is reached in plaintext without credentials, so a key would go unused or be exposed; set CredentialsFile only for production Pub/Sub"))
 		}
 	}
-	if strings.HasPrefix(strings.TrimSpace(s.CredentialsFile), "{") {
-		// Checked here because the graph, and so the key, is about to be
-		// serialized; by the time the worker fails to open it, it is too late.
-		errs = append(errs, errors.New("CredentialsFile holds inline JSON: it must be the path of a service-account key file present on the workers, because the setting is serialized into the pipeline graph"))
+	if s.CredentialsFile != "" {
+		// Checked here because the graph, and the setting with it, is about
+		// to be serialized: by the time the worker fails to open it, key
+		// material would already be in the job's description.
+		if why := notAPath(s.CredentialsFile); why != "" {
+			errs = append(errs, fmt.Errorf("CredentialsFile %s, not the path of a key file: it must be a path present on the workers, because the setting is serialized into the pipeline graph", why))
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// maxPathBytes is Linux's PATH_MAX.
+const maxPathBytes = 4096
+
+// notAPath says what p holds if it is not plausibly a file path, "" if it
+// is: key material pasted where its path belongs (JSON, behind a byte-order
+// mark or not; PEM; the base64 of either), a URL, a blank, or something no
+// file system names. It never quotes p.
+func notAPath(p string) string {
+	trimmed := strings.TrimSpace(strings.TrimPrefix(p, "\ufeff"))
+	switch {
+	case trimmed == "":
+		return "is blank (leave it empty for application-default credentials)"
+	case strings.HasPrefix(trimmed, "{"):
+		return "holds inline JSON"
+	case strings.Contains(p, "-----BEGIN"):
+		return "holds a PEM block"
+	case strings.Contains(p, "://"):
+		return "is a URL (it is read from the worker's file system)"
+	case len(p) > maxPathBytes:
+		return fmt.Sprintf("is longer than %d bytes", maxPathBytes)
+	case strings.ContainsFunc(p, func(r rune) bool { return r < ' ' || r == 0x7f }) || !utf8.ValidString(p):
+		return "holds control characters or invalid UTF-8"
+	case encodesJSON(trimmed):
+		return "holds base64-encoded JSON"
+	}
+	return ""
+}
+
+// encodesJSON reports whether s is base64 (standard or URL, padded or not)
+// of a JSON object: how CI systems store a key.
+func encodesJSON(s string) bool {
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(s); err == nil && strings.HasPrefix(strings.TrimSpace(string(b)), "{") {
+			return true
+		}
+	}
+	return false
 }
 
 // checkEndpoint accepts host:port with a non-empty host and a port in

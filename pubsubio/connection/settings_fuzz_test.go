@@ -42,23 +42,36 @@ func endpointOK(ep string) bool {
 	return true
 }
 
+// credentialsRepresentatives holds one setting of each kind notAPath
+// refuses.
+var credentialsRepresentatives = []string{
+	" ", "{", "-----BEGIN", "gs://k", "/" + strings.Repeat("a", maxPathBytes), "/a\n", "e30=",
+}
+
 // canonicalCredentials keeps only what Validate may judge a CredentialsFile
-// by: whether it is set and whether it looks like inline JSON. Everything
-// else in it is a path, which no error may depend on.
-func canonicalCredentials(path string) string {
-	switch {
-	case path == "":
+// by: whether it is set and which kind of non-path it is. Everything else
+// in it is a path, which no error may depend on.
+func canonicalCredentials(t *testing.T, path string) string {
+	if path == "" {
 		return ""
-	case strings.HasPrefix(strings.TrimSpace(path), "{"):
-		return "{"
 	}
-	return "/canonical/key.json"
+	why := notAPath(path)
+	if why == "" {
+		return "/canonical/key.json"
+	}
+	for _, r := range credentialsRepresentatives {
+		if notAPath(r) == why {
+			return r
+		}
+	}
+	t.Fatalf("CredentialsFile %q is refused as one that %s, a kind credentialsRepresentatives lacks", path, why)
+	return ""
 }
 
 // FuzzSettingsValidate: Validate never panics; it accepts exactly the
 // endpoints endpointOK accepts; an error for a bad endpoint names the option
 // and quotes the value; no error depends on CredentialsFile's text beyond
-// its two categories, so it can echo none of the path; and an accepted
+// the kind of non-path it is, so it can echo none of the path; and an accepted
 // emulator endpoint is one Dial can build a connection to, so nothing
 // Validate lets through at graph construction fails later on the worker for
 // its syntax.
@@ -79,13 +92,17 @@ func FuzzSettingsValidate(f *testing.F) {
 		{EmulatorEndpoint: "localhost:8085", CredentialsFile: "/secrets/sa.json"},
 		{CredentialsFile: " {\"type\": \"service_account\"}"},
 		{CredentialsFile: "/secrets/team-a/pubsub-key.json"},
+		{CredentialsFile: "\ufeff{}"},
+		{CredentialsFile: "eyJ0eXBlIjogInNlcnZpY2VfYWNjb3VudCJ9"},
+		{CredentialsFile: "https://example.com/key.json"},
+		{CredentialsFile: "/secrets/key.json\r"},
 	} {
 		f.Add(s.EmulatorEndpoint, s.CredentialsFile)
 	}
 	f.Fuzz(func(t *testing.T, endpoint, credentials string) {
 		s := Settings{EmulatorEndpoint: endpoint, CredentialsFile: credentials}
 		err := s.Validate()
-		canon := Settings{EmulatorEndpoint: endpoint, CredentialsFile: canonicalCredentials(credentials)}
+		canon := Settings{EmulatorEndpoint: endpoint, CredentialsFile: canonicalCredentials(t, credentials)}
 		if cerr := canon.Validate(); (err == nil) != (cerr == nil) || err != nil && err.Error() != cerr.Error() {
 			t.Fatalf("Validate's verdict depends on CredentialsFile's text:\n %+v: %v\n %+v: %v", s, err, canon, cerr)
 		}

@@ -37,6 +37,14 @@ func TestValidate(t *testing.T) {
 		{name: "both set", s: Settings{EmulatorEndpoint: "localhost:8085", CredentialsFile: keyPath}, want: []string{"EmulatorEndpoint and CredentialsFile are both set"}},
 		{name: "both set, bad endpoint", s: Settings{EmulatorEndpoint: "localhost", CredentialsFile: keyPath}, want: []string{"missing port", "both set"}},
 		{name: "inline JSON", s: Settings{CredentialsFile: ` {"type": "service_account", "private_key_id": "abc123"}`}, want: []string{"CredentialsFile", "inline JSON", "path"}},
+		{name: "JSON behind a BOM", s: Settings{CredentialsFile: "\ufeff{\"private_key_id\": \"abc123\"}"}, want: []string{"CredentialsFile", "inline JSON"}},
+		{name: "base64 of JSON", s: Settings{CredentialsFile: "eyJwcml2YXRlX2tleV9pZCI6ICJhYmMxMjMifQ=="}, want: []string{"CredentialsFile", "base64"}},
+		{name: "PEM", s: Settings{CredentialsFile: "-----BEGIN PRIVATE KEY-----abc123"}, want: []string{"CredentialsFile", "PEM"}},
+		{name: "URL", s: Settings{CredentialsFile: "gs://bucket/pubsub-key.json"}, want: []string{"CredentialsFile", "URL"}},
+		{name: "blank", s: Settings{CredentialsFile: "   "}, want: []string{"CredentialsFile", "blank"}},
+		{name: "newline", s: Settings{CredentialsFile: keyPath + "\nabc123"}, want: []string{"CredentialsFile", "control characters"}},
+		{name: "too long", s: Settings{CredentialsFile: "/" + strings.Repeat("a", 5000)}, want: []string{"CredentialsFile", "longer than 4096"}},
+		{name: "relative path", s: Settings{CredentialsFile: "keys/pubsub-key.json"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.s.Validate()
