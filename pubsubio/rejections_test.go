@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -178,6 +179,22 @@ func rejections() []rejection {
 		read("WatermarkLateness negative", func(c *pubsubio.ReadConfig) { c.WatermarkLateness = neg }),
 		read("IdleTimeout negative", func(c *pubsubio.ReadConfig) { c.IdleTimeout = neg }),
 		read("MaxDurationPerAckExtension out of range", func(c *pubsubio.ReadConfig) { c.MaxDurationPerAckExtension = 5 * time.Second }),
+		read("Splits 1<<30", func(c *pubsubio.ReadConfig) { c.Splits = 1 << 30 }),
+		read("ParallelPullCount 1<<20", func(c *pubsubio.ReadConfig) { c.ParallelPullCount = 1 << 20 }),
+		read("Splits x ParallelPullCount over 1000 streams", func(c *pubsubio.ReadConfig) { c.Splits, c.ParallelPullCount = 100, 20 }),
+		read("LeaseIdle a bare 1 (nanoseconds)", func(c *pubsubio.ReadConfig) { c.LeaseIdle = 1 }),
+		read("IdleTimeout a bare 1 (nanoseconds)", func(c *pubsubio.ReadConfig) { c.IdleTimeout = 1 }),
+		read("PollDelay an hour", func(c *pubsubio.ReadConfig) { c.PollDelay = time.Hour }),
+		read("PollDelay against IdleTimeout", func(c *pubsubio.ReadConfig) { c.PollDelay, c.IdleTimeout = time.Second, 5*time.Second }),
+		read("PollDelay against LeaseIdle", func(c *pubsubio.ReadConfig) { c.PollDelay, c.LeaseIdle = time.Second, 5*time.Second }),
+		read("MaxExtension over a day", func(c *pubsubio.ReadConfig) { c.MaxExtension = 48 * time.Hour }),
+		read("TimestampAttribute of 300 bytes", func(c *pubsubio.ReadConfig) { c.TimestampAttribute = strings.Repeat("t", 300) }),
+		read("TimestampAttribute not UTF-8", func(c *pubsubio.ReadConfig) { c.TimestampAttribute = "ts\xff" }),
+		read("TimestampAttribute reserved", func(c *pubsubio.ReadConfig) { c.TimestampAttribute = "googTs" }),
+		read("TimestampAttribute blank", func(c *pubsubio.ReadConfig) { c.TimestampAttribute = "  " }),
+		read("Subscriptions: project with a 2,000-byte domain", func(c *pubsubio.ReadConfig) {
+			c.Subscriptions[0].Project = strings.Repeat("a", 2000) + ":my-project"
+		}),
 		directRunner(),
 
 		read("Setup: bad subscription", func(c *pubsubio.ReadConfig) {
@@ -221,6 +238,9 @@ func rejections() []rejection {
 			c.Setup = []pubsubio.SubscriptionSetup{{Subscription: goodSub, Create: pubsubio.SubscriptionCreateOptions{Topic: goodTopic}}}
 		}),
 		setup("Start TIMESTAMP without Time", func(st *pubsubio.SubscriptionSetup) { st.Start.Kind = pubsubio.PositionTimestamp }),
+		setup("Start Time in year 10000", func(st *pubsubio.SubscriptionSetup) {
+			st.Start = pubsubio.StartFromTimestamp(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC))
+		}),
 		setup("Start SNAPSHOT without Snapshot", func(st *pubsubio.SubscriptionSetup) { st.Start.Kind = pubsubio.PositionSnapshot }),
 		setup("Start SNAPSHOT: malformed name", func(st *pubsubio.SubscriptionSetup) {
 			st.Start = pubsubio.StartFromSnapshot("projects/my-project/topics/snap")
@@ -243,8 +263,16 @@ func rejections() []rejection {
 		connection("Connection.EmulatorEndpoint without host", pubsubio.Connection{EmulatorEndpoint: ":8085"}),
 		connection("Connection.EmulatorEndpoint bad host character", pubsubio.Connection{EmulatorEndpoint: "local host:8085"}),
 		connection("Connection.EmulatorEndpoint IPv6 without brackets", pubsubio.Connection{EmulatorEndpoint: "::1:8085"}),
+		connection("Connection.EmulatorEndpoint host of 300 bytes", pubsubio.Connection{EmulatorEndpoint: strings.Repeat("a", 300) + ":8085"}),
+		connection("Connection.EmulatorEndpoint empty label", pubsubio.Connection{EmulatorEndpoint: "local..host:8085"}),
 		connection("Connection: EmulatorEndpoint and CredentialsFile", pubsubio.Connection{EmulatorEndpoint: "localhost:8085", CredentialsFile: "/secrets/key.json"}),
 		connection("Connection.CredentialsFile inline JSON", pubsubio.Connection{CredentialsFile: `{"type": "service_account"}`}),
+		connection("Connection.CredentialsFile JSON behind a byte-order mark", pubsubio.Connection{CredentialsFile: "\ufeff{}"}),
+		connection("Connection.CredentialsFile base64 of a key", pubsubio.Connection{CredentialsFile: "eyJ0eXBlIjogInNlcnZpY2VfYWNjb3VudCJ9"}),
+		connection("Connection.CredentialsFile PEM", pubsubio.Connection{CredentialsFile: "-----BEGIN PRIVATE KEY-----\nMIIE"}),
+		connection("Connection.CredentialsFile a URL", pubsubio.Connection{CredentialsFile: "gs://bucket/key.json"}),
+		connection("Connection.CredentialsFile blank", pubsubio.Connection{CredentialsFile: " "}),
+		connection("Connection.CredentialsFile with a newline", pubsubio.Connection{CredentialsFile: "/secrets/key.json\n"}),
 
 		write("Topic bad", func(c *pubsubio.WriteConfig) { c.Topic.Project = "p" }),
 		write("MaxInFlightMessages negative", func(c *pubsubio.WriteConfig) { c.MaxInFlightMessages = -1 }),
@@ -289,6 +317,12 @@ func rejections() []rejection {
 			c.Publisher.RetryInitialBackoff, c.Publisher.RetryMaxBackoff = time.Minute, time.Second
 		}),
 		write("Publisher.RetryMultiplier under 1", func(c *pubsubio.WriteConfig) { c.Publisher.RetryMultiplier = 0.5 }),
+		write("Publisher.Timeout a bare 1 (nanoseconds)", func(c *pubsubio.WriteConfig) { c.Publisher.Timeout = 1 }),
+		write("Publisher.Timeout over PublishProgressTimeout", func(c *pubsubio.WriteConfig) { c.PublishProgressTimeout = 30 * time.Second }),
+		write("Publisher.NumGoroutines 1<<20", func(c *pubsubio.WriteConfig) { c.Publisher.NumGoroutines = 1 << 20 }),
+		write("MaxActivePublishers a million", func(c *pubsubio.WriteConfig) { c.MaxActivePublishers = 1e6 }),
+		write("RecoveryMaxAttempts a billion", func(c *pubsubio.WriteConfig) { c.RecoveryMaxAttempts = 1e9 }),
+		write("PublishProgressTimeout over a day", func(c *pubsubio.WriteConfig) { c.PublishProgressTimeout = 48 * time.Hour }),
 		write("Connection (as for Read)", func(c *pubsubio.WriteConfig) { c.Connection.EmulatorEndpoint = "localhost" }),
 		writeInput("input not a valid PCollection", func(beam.Scope) beam.PCollection { return beam.PCollection{} }),
 		writeInput("input not of Message", func(s beam.Scope) beam.PCollection { return beam.Create(s, "x") }),
@@ -298,6 +332,7 @@ func rejections() []rejection {
 		deadLetterWrite("MaxInFlightMessages below -1", func(c *dlq.Config) { c.MaxInFlightMessages = -2 }, deadLetters),
 		deadLetterWrite("FlushTimeout negative", func(c *dlq.Config) { c.FlushTimeout = neg }, deadLetters),
 		deadLetterWrite("ShutdownTimeout negative", func(c *dlq.Config) { c.ShutdownTimeout = neg }, deadLetters),
+		deadLetterWrite("FlushTimeout math.MaxInt64", func(c *dlq.Config) { c.FlushTimeout = math.MaxInt64 }, deadLetters),
 		deadLetterWrite("Connection (as for Read)", func(c *dlq.Config) { c.Connection.EmulatorEndpoint = "localhost" }, deadLetters),
 		deadLetterWrite("input not a valid PCollection", func(*dlq.Config) {}, func(beam.Scope) beam.PCollection { return beam.PCollection{} }),
 		deadLetterWrite("input not of FailedMessage", func(*dlq.Config) {}, messages),

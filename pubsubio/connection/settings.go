@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 )
 
 // Settings says where and as whom to connect. Its fields are plain exported
@@ -57,6 +59,10 @@ func (s Settings) Validate() error {
 	return errors.Join(errs...)
 }
 
+// maxQuotedEndpoint bounds how much of EmulatorEndpoint an error quotes:
+// more than any valid one.
+const maxQuotedEndpoint = 300
+
 // maxPathBytes is Linux's PATH_MAX.
 const maxPathBytes = 4096
 
@@ -99,9 +105,16 @@ func encodesJSON(s string) bool {
 // checkEndpoint accepts host:port with a non-empty host and a port in
 // 1..65535. A scheme is rejected rather than stripped: "https://" would
 // suggest TLS, which an emulator connection never uses.
+// A host name's limits (RFC 1035): 253 bytes, dot-separated labels of 1 to
+// 63 characters.
+const (
+	maxHostBytes  = 253
+	maxLabelBytes = 63
+)
+
 func checkEndpoint(ep string) error {
 	bad := func(why string) error {
-		return fmt.Errorf("EmulatorEndpoint %q %s; use host:port, e.g. localhost:8085", ep, why)
+		return fmt.Errorf("EmulatorEndpoint %q %s; use host:port, e.g. localhost:8085", text.Truncate(ep, maxQuotedEndpoint), why)
 	}
 	if strings.Contains(ep, "://") {
 		return bad("has a scheme (the emulator is always reached over plaintext gRPC)")
@@ -121,6 +134,16 @@ func checkEndpoint(ep string) error {
 		// Host names, IPv4 and (bracket-stripped) IPv6 addresses with zones.
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-_:%", r)) {
 			return bad(fmt.Sprintf("has the character %q in its host", r))
+		}
+	}
+	if len(host) > maxHostBytes {
+		return bad(fmt.Sprintf("has a host of %d bytes, over a host name's %d", len(host), maxHostBytes))
+	}
+	if !strings.Contains(host, ":") { // a name or an IPv4 address, not IPv6
+		for _, label := range strings.Split(strings.TrimSuffix(host, "."), ".") {
+			if label == "" || len(label) > maxLabelBytes {
+				return bad(fmt.Sprintf("has a host with an empty label or one over %d characters", maxLabelBytes))
+			}
 		}
 	}
 	n, err := strconv.ParseUint(port, 10, 16)

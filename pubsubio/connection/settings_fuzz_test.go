@@ -6,12 +6,16 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 )
 
 // endpointOK restates what an emulator endpoint must be, without the
 // package's code: host:port with no scheme, a non-empty host of host-name
 // or IP-address characters (brackets only around the whole host, as
-// net.SplitHostPort strips them), and a decimal port from 1 to 65535.
+// net.SplitHostPort strips them) of at most 253 bytes, whose labels, unless
+// it is an IPv6 address, are 1 to 63 characters, and a decimal port from 1
+// to 65535.
 func endpointOK(ep string) bool {
 	i := strings.LastIndexByte(ep, ':')
 	if i < 0 || strings.Contains(ep, "://") {
@@ -37,6 +41,16 @@ func endpointOK(ep string) bool {
 	for _, c := range []byte(host) {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte(".-_:%", c) >= 0) {
 			return false
+		}
+	}
+	if len(host) > 253 {
+		return false
+	}
+	if !strings.Contains(host, ":") {
+		for _, label := range strings.Split(strings.TrimSuffix(host, "."), ".") {
+			if label == "" || len(label) > 63 {
+				return false
+			}
 		}
 	}
 	return true
@@ -89,6 +103,8 @@ func FuzzSettingsValidate(f *testing.F) {
 		{EmulatorEndpoint: "::1:8085"},
 		{EmulatorEndpoint: "[a]b:1"},
 		{EmulatorEndpoint: ":8085"},
+		{EmulatorEndpoint: "local..host:8085"},
+		{EmulatorEndpoint: strings.Repeat("a", 300) + ":8085"},
 		{EmulatorEndpoint: "localhost:8085", CredentialsFile: "/secrets/sa.json"},
 		{CredentialsFile: " {\"type\": \"service_account\"}"},
 		{CredentialsFile: "/secrets/team-a/pubsub-key.json"},
@@ -113,7 +129,7 @@ func FuzzSettingsValidate(f *testing.F) {
 			t.Fatalf("Validate(EmulatorEndpoint %q) = %v, but by the rules valid=%v", endpoint, epErr, epValid)
 		}
 		if epErr != nil {
-			for _, want := range []string{"EmulatorEndpoint", strconv.Quote(endpoint)} {
+			for _, want := range []string{"EmulatorEndpoint", strconv.Quote(text.Truncate(endpoint, maxQuotedEndpoint))} {
 				if !strings.Contains(epErr.Error(), want) {
 					t.Fatalf("error for EmulatorEndpoint %q lacks %s: %v", endpoint, want, epErr)
 				}

@@ -44,6 +44,9 @@ func TestValidate(t *testing.T) {
 		{name: "blank", s: Settings{CredentialsFile: "   "}, want: []string{"CredentialsFile", "blank"}},
 		{name: "newline", s: Settings{CredentialsFile: keyPath + "\nabc123"}, want: []string{"CredentialsFile", "control characters"}},
 		{name: "too long", s: Settings{CredentialsFile: "/" + strings.Repeat("a", 5000)}, want: []string{"CredentialsFile", "longer than 4096"}},
+		{name: "host of 300 bytes", s: Settings{EmulatorEndpoint: strings.Repeat("a", 300) + ":8085"}, want: []string{"EmulatorEndpoint", "host of 300 bytes, over a host name's 253"}},
+		{name: "empty label", s: Settings{EmulatorEndpoint: "local..host:8085"}, want: []string{`EmulatorEndpoint "local..host:8085"`, "empty label"}},
+		{name: "fully qualified host", s: Settings{EmulatorEndpoint: "localhost.:8085"}},
 		{name: "relative path", s: Settings{CredentialsFile: "keys/pubsub-key.json"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

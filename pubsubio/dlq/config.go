@@ -30,7 +30,8 @@ const (
 
 // Config configures Write. Only Topic is required; every zero field takes
 // the default documented on it. Config is validated at graph construction:
-// an invalid one never reaches a worker.
+// an invalid one never reaches a worker. Its durations are bounded; an error
+// names the option, the value and the range.
 type Config struct {
 	// Topic is the dead-letter topic; it must exist. Write never creates
 	// it: a topic created on the fly has no subscription, so what lands
@@ -84,13 +85,13 @@ func (cfg Config) validate() error {
 		bad("MaxInFlightMessages %d must be positive (%d publishes synchronously), or %d to wait only at the end of each bundle", cfg.MaxInFlightMessages, Synchronous, FlushAtBundleEnd)
 	}
 	// There is no unbounded wait: a duration longer than any disturbance to
-	// ride out says the same without making waiting forever a mode.
-	if cfg.FlushTimeout <= 0 {
-		bad("FlushTimeout %v must be positive", cfg.FlushTimeout)
-	}
-	if cfg.ShutdownTimeout <= 0 {
-		bad("ShutdownTimeout %v must be positive", cfg.ShutdownTimeout)
-	}
+	// ride out says the same without making waiting forever a mode. The
+	// upper bound keeps the client's timeout, twice FlushTimeout, from
+	// overflowing.
+	errs = append(errs, construct.CheckBounds(
+		construct.Bound[time.Duration]{Option: "FlushTimeout", Value: cfg.FlushTimeout, Min: 100 * time.Millisecond, Max: time.Hour},
+		construct.Bound[time.Duration]{Option: "ShutdownTimeout", Value: cfg.ShutdownTimeout, Min: 100 * time.Millisecond, Max: 10 * time.Minute},
+	)...)
 	if err := cfg.Connection.Validate(); err != nil {
 		errs = append(errs, err)
 	}

@@ -1,6 +1,7 @@
 package dlq
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -38,7 +39,8 @@ func TestTryWriteRejectsAtConstruction(t *testing.T) {
 		{"no topic", Config{}, []string{"Topic is unset", "must exist"}},
 		{"bad topic", Config{Topic: model.TopicOf("p", "x")}, []string{"Topic:", `"p"`}},
 		{"bound", Config{Topic: dlqTopic, MaxInFlightMessages: -2}, []string{"MaxInFlightMessages -2", "synchronously", "-1"}},
-		{"timeouts", Config{Topic: dlqTopic, FlushTimeout: -1, ShutdownTimeout: -1}, []string{"FlushTimeout -1ns must be positive", "ShutdownTimeout -1ns must be positive"}},
+		{"timeouts", Config{Topic: dlqTopic, FlushTimeout: -1, ShutdownTimeout: -1}, []string{"FlushTimeout -1ns must be between 100ms and 1h0m0s", "ShutdownTimeout -1ns must be between"}},
+		{"flush timeout overflowing the client's", Config{Topic: dlqTopic, FlushTimeout: math.MaxInt64}, []string{"FlushTimeout 2562047h47m16.854775807s must be between 100ms and 1h0m0s"}},
 		{"connection", Config{Topic: dlqTopic, Connection: connection.Settings{EmulatorEndpoint: "localhost"}}, []string{"EmulatorEndpoint", "missing port"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

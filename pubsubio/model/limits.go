@@ -1,6 +1,10 @@
 package model
 
 import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
 	"cloud.google.com/go/pubsub/v2"
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -18,6 +22,20 @@ const (
 	// itself.
 	ReservedAttributePrefix = "goog"
 )
+
+// AttributeKeyProblem says why Pub/Sub would refuse k as an attribute
+// key ("is not valid UTF-8"), or returns "" if it accepts it.
+func AttributeKeyProblem(k string) string {
+	switch {
+	case !utf8.ValidString(k):
+		return "is not valid UTF-8"
+	case len(k) > MaxAttributeKeyBytes:
+		return fmt.Sprintf("is %d bytes, over Pub/Sub's %d", len(k), MaxAttributeKeyBytes)
+	case strings.HasPrefix(k, ReservedAttributePrefix):
+		return fmt.Sprintf("starts with %q, which Pub/Sub reserves", ReservedAttributePrefix)
+	}
+	return ""
+}
 
 // SerializedSize is m's serialized size as the client computes it for its
 // own accounting (publisher.go, Publish: proto.Size of the PubsubMessage

@@ -4,16 +4,19 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 )
 
 // Pub/Sub's own naming rules, so that a bad name fails at graph construction
 // instead of as INVALID_ARGUMENT on a worker. Project IDs: 6-30 characters,
 // lowercase letters, digits and hyphens, starting with a letter (legacy
-// domain-scoped IDs contain "example.com:"). Topic and subscription IDs:
+// domain-scoped IDs start with a domain name, "example.com:", of at most 253
+// characters). Topic and subscription IDs:
 // 3-255 characters from [A-Za-z0-9-_.~+%], starting with a letter, not
 // starting with "goog".
 var (
-	projectIDPattern  = regexp.MustCompile(`^([a-z0-9.-]+:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$`)
+	projectIDPattern  = regexp.MustCompile(`^([a-z0-9-]{1,63}(\.[a-z0-9-]{1,63})*:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$`)
 	resourceIDPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9\-_.~+%]{2,254}$`)
 )
 
@@ -96,12 +99,19 @@ func parseName(name, collection string) (project, id string, err error) {
 	return parts[1], parts[3], nil
 }
 
+// maxQuotedName bounds how much of a name an error quotes: more than any
+// valid one.
+const maxQuotedName = 300
+
 func validateName(project, id, kind string) error {
+	if i := strings.LastIndex(project, ":"); i > 253 {
+		return fmt.Errorf("%s project %q has a domain prefix of %d bytes, over a domain name's 253", kind, text.Truncate(project, maxQuotedName), i)
+	}
 	if !projectIDPattern.MatchString(project) {
-		return fmt.Errorf("%s project %q is not a valid Google Cloud project ID (6-30 lowercase letters, digits or hyphens, starting with a letter)", kind, project)
+		return fmt.Errorf("%s project %q is not a valid Google Cloud project ID (6-30 lowercase letters, digits or hyphens, starting with a letter)", kind, text.Truncate(project, maxQuotedName))
 	}
 	if !resourceIDPattern.MatchString(id) || strings.HasPrefix(strings.ToLower(id), "goog") {
-		return fmt.Errorf("%s ID %q is invalid: Pub/Sub IDs are 3-255 characters of letters, digits and -_.~+%%, start with a letter and do not start with \"goog\"", kind, id)
+		return fmt.Errorf("%s ID %q is invalid: Pub/Sub IDs are 3-255 characters of letters, digits and -_.~+%%, start with a letter and do not start with \"goog\"", kind, text.Truncate(id, maxQuotedName))
 	}
 	return nil
 }

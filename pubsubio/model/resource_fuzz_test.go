@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 )
 
 // The properties below restate Pub/Sub's naming rules by hand, without the
@@ -12,16 +14,22 @@ import (
 
 // projectIDOK is Google Cloud's project ID rule: 6-30 characters of
 // lowercase letters, digits and hyphens, starting with a letter and not
-// ending with a hyphen, optionally behind a legacy "domain:" prefix.
+// ending with a hyphen, optionally behind a legacy "domain:" prefix, a
+// domain name of dot-separated labels of 1-63 characters, 253 at most.
 func projectIDOK(p string) bool {
 	if i := strings.LastIndexByte(p, ':'); i >= 0 {
 		domain := p[:i]
-		if domain == "" {
+		if len(domain) > 253 {
 			return false
 		}
-		for _, r := range domain {
-			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '-') {
+		for _, label := range strings.Split(domain, ".") {
+			if label == "" || len(label) > 63 {
 				return false
+			}
+			for _, r := range label {
+				if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+					return false
+				}
 			}
 		}
 		p = p[i+1:]
@@ -145,12 +153,14 @@ func FuzzParseTopic(f *testing.F) {
 
 // FuzzValidateName covers the names built with TopicOf and SubscriptionOf,
 // whose parts may hold a "/" that a parsed name cannot: Validate accepts
-// exactly what the rules accept, and its error quotes the part at fault.
+// exactly what the rules accept, and its error quotes the part at fault,
+// cut to maxQuotedName.
 func FuzzValidateName(f *testing.F) {
 	f.Add("my-project", "orders")
 	f.Add("my-project", "a/b")
 	f.Add("projects/x", "orders")
 	f.Add("example.com:legacy-proj", "goog")
+	f.Add(strings.Repeat("a", 2000)+":my-project", "orders")
 	f.Add("", "")
 	f.Fuzz(func(t *testing.T, project, id string) {
 		for _, err := range []error{TopicOf(project, id).Validate(), SubscriptionOf(project, id).Validate()} {
@@ -165,7 +175,7 @@ func FuzzValidateName(f *testing.F) {
 				if !projectIDOK(project) {
 					bad = project
 				}
-				if !strings.Contains(err.Error(), strconv.Quote(bad)) {
+				if !strings.Contains(err.Error(), strconv.Quote(text.Truncate(bad, maxQuotedName))) {
 					t.Fatalf("Validate(%q, %q) error does not quote %q: %v", project, id, bad, err)
 				}
 			}

@@ -62,7 +62,8 @@ const (
 
 // Config configures a write. Every zero field takes the default documented
 // on it. Config is validated at graph construction: an invalid one never
-// reaches a worker.
+// reaches a worker. Every count and duration is bounded (limits.go); an
+// error names the option, the value and the range.
 type Config struct {
 	// Topic is the default destination, used for every message whose own
 	// Topic is unset. It may be left unset when every message names its
@@ -182,30 +183,9 @@ func (cfg Config) validate() error {
 			bad("Topic: %w", err)
 		}
 	}
-	atLeastOne := func(name string, v int64) {
-		if v < 1 {
-			bad("%s %d must be at least 1", name, v)
-		}
-	}
-	atLeastOne("MaxInFlightMessages", int64(cfg.MaxInFlightMessages))
-	atLeastOne("MaxInFlightBytes", cfg.MaxInFlightBytes)
-	atLeastOne("MaxActivePublishers", int64(cfg.MaxActivePublishers))
-	atLeastOne("RecoveryMaxAttempts", int64(cfg.RecoveryMaxAttempts))
+	errs = append(errs, cfg.checkLimits()...)
 	if cfg.MaxConsecutiveRejections < -1 {
 		bad("MaxConsecutiveRejections %d must be positive, or -1 for no bound", cfg.MaxConsecutiveRejections)
-	}
-	positive := func(name string, d time.Duration) {
-		if d <= 0 {
-			bad("%s %v must be positive", name, d)
-		}
-	}
-	positive("DestinationIdleTimeout", cfg.DestinationIdleTimeout)
-	positive("PublishProgressTimeout", cfg.PublishProgressTimeout)
-	positive("ShutdownTimeout", cfg.ShutdownTimeout)
-	positive("RecoveryInitialBackoff", cfg.RecoveryInitialBackoff)
-	positive("RecoveryMaxBackoff", cfg.RecoveryMaxBackoff)
-	if cfg.RecoveryMaxBackoff > 0 && cfg.RecoveryInitialBackoff > cfg.RecoveryMaxBackoff {
-		bad("RecoveryInitialBackoff %v must not exceed RecoveryMaxBackoff %v", cfg.RecoveryInitialBackoff, cfg.RecoveryMaxBackoff)
 	}
 	if j := cfg.RecoveryJitter; j <= 0 || j >= 1 {
 		bad("RecoveryJitter %v must be a fraction between 0 and 1 (exclusive), e.g. 0.25 for +-25 %%", j)

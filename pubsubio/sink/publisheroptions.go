@@ -102,9 +102,6 @@ func (p PublisherOptions) withDefaults() PublisherOptions {
 func (p PublisherOptions) validate() []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if p.DelayThreshold <= 0 {
-		bad("Publisher.DelayThreshold %v must be positive", p.DelayThreshold)
-	}
 	// The client clamps a larger CountThreshold to MaxPublishRequestCount
 	// without a word, and never reaches a ByteThreshold above the request
 	// limit: both would be settings that do nothing.
@@ -114,25 +111,11 @@ func (p PublisherOptions) validate() []error {
 	if p.ByteThreshold < 1 || p.ByteThreshold > pubsub.MaxPublishRequestBytes {
 		bad("Publisher.ByteThreshold %d must be between 1 and %d, Pub/Sub's bytes per request", p.ByteThreshold, int(pubsub.MaxPublishRequestBytes))
 	}
-	if p.NumGoroutines < 0 {
-		bad("Publisher.NumGoroutines %d must not be negative (0 uses the client's default)", p.NumGoroutines)
-	}
-	// The client reads 0 as "no timeout": a publish nothing ends would hold
-	// its place under the caps until PublishProgressTimeout fails the
-	// bundle, so an unbounded publish is not offered.
-	if p.Timeout <= 0 {
-		bad("Publisher.Timeout %v must be positive", p.Timeout)
-	}
 	if p.CompressionBytesThreshold < 0 {
 		bad("Publisher.CompressionBytesThreshold %d must not be negative", p.CompressionBytesThreshold)
 	} else if !p.EnableCompression && p.CompressionBytesThreshold != DefaultCompressionBytesThreshold {
 		// The client reads the threshold only when compression is on.
 		bad("Publisher.CompressionBytesThreshold %d does nothing unless Publisher.EnableCompression is set; set it, or drop the threshold", p.CompressionBytesThreshold)
-	}
-	if p.RetryInitialBackoff <= 0 || p.RetryMaxBackoff <= 0 {
-		bad("Publisher.RetryInitialBackoff %v and RetryMaxBackoff %v must be positive", p.RetryInitialBackoff, p.RetryMaxBackoff)
-	} else if p.RetryInitialBackoff > p.RetryMaxBackoff {
-		bad("Publisher.RetryInitialBackoff %v must not exceed RetryMaxBackoff %v", p.RetryInitialBackoff, p.RetryMaxBackoff)
 	}
 	if p.RetryMultiplier < 1 {
 		bad("Publisher.RetryMultiplier %v must be at least 1", p.RetryMultiplier)

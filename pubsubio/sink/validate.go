@@ -52,13 +52,8 @@ func checkLimits(topic model.Topic, m model.Message, size int) error {
 	for _, k := range keys {
 		v := m.Attributes[k]
 		q := fmt.Sprintf("%q", text.Truncate(k, maxQuoted))
-		switch {
-		case !utf8.ValidString(k):
-			why = append(why, fmt.Sprintf("attribute key %s is not valid UTF-8", q))
-		case len(k) > model.MaxAttributeKeyBytes:
-			why = append(why, fmt.Sprintf("attribute key %s is %d bytes, over Pub/Sub's %d", q, len(k), model.MaxAttributeKeyBytes))
-		case strings.HasPrefix(k, model.ReservedAttributePrefix):
-			why = append(why, fmt.Sprintf("attribute key %s starts with %q, which Pub/Sub reserves", q, model.ReservedAttributePrefix))
+		if problem := model.AttributeKeyProblem(k); problem != "" {
+			why = append(why, fmt.Sprintf("attribute key %s %s", q, problem))
 		}
 		switch {
 		case !utf8.ValidString(v):

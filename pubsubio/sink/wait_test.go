@@ -33,7 +33,7 @@ func TestFinishBundleFlushesAndDrainsEverything(t *testing.T) {
 }
 
 func TestProgressTimeoutFailsAndWarns(t *testing.T) {
-	h := capHarness(t, Config{PublishProgressTimeout: 500 * time.Millisecond})
+	h := capHarness(t, Config{PublishProgressTimeout: 500 * time.Millisecond, Publisher: PublisherOptions{Timeout: 500 * time.Millisecond}})
 	h.mustProcess(msg("a"))
 	err := h.finish()
 	for _, want := range []string{"PublishProgressTimeout 500ms", "none of 1 outstanding", "flushing at the end of the bundle"} {
@@ -56,7 +56,7 @@ func TestProgressTimeoutFailsAndWarns(t *testing.T) {
 func TestProgressBudgetRestartsAtEveryCompletion(t *testing.T) {
 	be := newFakeBackend(1)
 	be.hold = true
-	h := newHarness(t, Config{PublishProgressTimeout: 2 * time.Second, Publisher: PublisherOptions{CountThreshold: 1}}, be)
+	h := newHarness(t, Config{PublishProgressTimeout: 2 * time.Second, Publisher: PublisherOptions{CountThreshold: 1, Timeout: 2 * time.Second}}, be)
 	for i := range 8 {
 		h.mustProcess(msg(fmt.Sprint(i)))
 	}

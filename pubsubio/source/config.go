@@ -2,12 +2,14 @@ package source
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -93,7 +95,9 @@ const (
 
 // Config configures a read. Only Subscriptions is required; every zero
 // field takes the default documented on it. Config is validated at graph
-// construction: an invalid one never reaches a worker.
+// construction: an invalid one never reaches a worker. Every count and
+// duration is bounded (limits.go); an error names the option, the value and
+// the range.
 type Config struct {
 	// Subscriptions to read; at least one, no duplicates. Every one is read.
 	Subscriptions []model.Subscription
@@ -308,16 +312,16 @@ func (cfg Config) validate() error {
 	default:
 		bad("DecodePolicy %q is unknown; use %q, %q, %q or %q", cfg.DecodePolicy, DecodeFail, DecodeDrop, DecodeNack, DecodeDeadLetter)
 	}
-	positive := func(name string, v int64) {
-		if v < 1 {
-			bad("%s %d must be at least 1", name, v)
+	errs = append(errs, cfg.checkLimits()...)
+	if a := cfg.TimestampAttribute; a != "" {
+		// A name Pub/Sub refuses as an attribute key is on no message, so
+		// every message would silently keep its publish time.
+		if strings.TrimSpace(a) == "" {
+			bad("TimestampAttribute is blank, so no message carries it; name the attribute holding the event time, or leave it empty for publish times")
+		} else if problem := model.AttributeKeyProblem(a); problem != "" {
+			bad("TimestampAttribute %q %s, so no message can carry it; name the attribute holding the event time", text.Truncate(a, maxQuotedValue), problem)
 		}
 	}
-	positive("Splits", int64(cfg.Splits))
-	positive("ParallelPullCount", int64(cfg.ParallelPullCount))
-	positive("MaxRecordsPerBundle", int64(cfg.MaxRecordsPerBundle))
-	positive("BufferMaxMessages", int64(cfg.BufferMaxMessages))
-	positive("BufferMaxBytes", cfg.BufferMaxBytes)
 	if cfg.MaxOutstandingMessages < -1 {
 		bad("MaxOutstandingMessages %d must be positive, or -1 for no limit", cfg.MaxOutstandingMessages)
 	}
@@ -326,29 +330,6 @@ func (cfg Config) validate() error {
 	}
 	if cfg.MaxMessages < 0 {
 		bad("MaxMessages %d must not be negative (0 reads without a count limit)", cfg.MaxMessages)
-	}
-	durations := []struct {
-		name string
-		v    time.Duration
-		zero bool // whether 0 is meaningful after defaults
-	}{
-		{"MaxExtension", cfg.MaxExtension, false},
-		{"ShutdownTimeout", cfg.ShutdownTimeout, false},
-		{"LeaseIdle", cfg.LeaseIdle, false},
-		{"PollDelay", cfg.PollDelay, false},
-		{"WatermarkWindow", cfg.WatermarkWindow, false},
-		{"WatermarkIdle", cfg.WatermarkIdle, false},
-		{"WatermarkLateness", cfg.WatermarkLateness, false},
-		{"IdleTimeout", cfg.IdleTimeout, true},
-		{"MaxDurationPerAckExtension", cfg.MaxDurationPerAckExtension, true},
-	}
-	for _, d := range durations {
-		if d.v < 0 || (d.v == 0 && !d.zero) {
-			bad("%s %v must be positive", d.name, d.v)
-		}
-	}
-	if d := cfg.MaxDurationPerAckExtension; d != 0 && (d < 10*time.Second || d > 600*time.Second) {
-		bad("MaxDurationPerAckExtension %v must be between 10s and 600s, or 0 for the client's adaptive extension", d)
 	}
 	errs = append(errs, cfg.validateSetup()...)
 	if err := cfg.Connection.Validate(); err != nil {

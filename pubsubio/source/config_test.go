@@ -160,6 +160,33 @@ func TestValidationErrorsNameTheOption(t *testing.T) {
 		{"negative WatermarkLateness", func(c *Config) { c.WatermarkLateness = -time.Second }, []string{"WatermarkLateness", "-1s"}},
 		{"MaxDurationPerAckExtension 5s", func(c *Config) { c.MaxDurationPerAckExtension = 5 * time.Second }, []string{"MaxDurationPerAckExtension", "5s"}},
 		{"MaxDurationPerAckExtension 11m", func(c *Config) { c.MaxDurationPerAckExtension = 11 * time.Minute }, []string{"MaxDurationPerAckExtension", "11m0s"}},
+		{"LeaseIdle a bare 1", func(c *Config) { c.LeaseIdle = 1 }, []string{"LeaseIdle 1ns", "between 1s and 1h0m0s", "nanoseconds"}},
+		{"IdleTimeout a bare 1", func(c *Config) { c.IdleTimeout = 1 }, []string{"IdleTimeout 1ns", "or 0 for no idle bound"}},
+		{"PollDelay an hour", func(c *Config) { c.PollDelay = time.Hour }, []string{"PollDelay 1h0m0s", "between 1ms and 1m0s"}},
+		{"PollDelay against IdleTimeout", func(c *Config) { c.PollDelay, c.IdleTimeout = time.Minute, 5*time.Second },
+			[]string{"IdleTimeout 5s is under 10 x PollDelay 1m0s"}},
+		{"PollDelay against LeaseIdle", func(c *Config) { c.PollDelay, c.LeaseIdle = time.Second, 5*time.Second },
+			[]string{"LeaseIdle 5s is under 10 x PollDelay 1s"}},
+		{"Splits 1<<30", func(c *Config) { c.Splits = 1 << 30 }, []string{"Splits 1073741824", "between 1 and 1000"}},
+		{"Splits 2000000", func(c *Config) { c.Splits = 2000000 }, []string{"Splits 2000000"}},
+		{"ParallelPullCount 1<<20", func(c *Config) { c.ParallelPullCount = 1 << 20 }, []string{"ParallelPullCount 1048576"}},
+		{"too many streams", func(c *Config) { c.Splits, c.ParallelPullCount = 100, 20 },
+			[]string{"Splits 100", "ParallelPullCount 20", "2000 streaming pulls, more than 1000"}},
+		{"too many subscriptions for the streams", func(c *Config) { c.Subscriptions = testSubs(600); c.ParallelPullCount = 2 },
+			[]string{"len(Subscriptions) 600", "1200 streaming pulls"}},
+		{"MaxExtension a bare 60", func(c *Config) { c.MaxExtension = 60 }, []string{"MaxExtension 60ns", "nanoseconds"}},
+		{"ShutdownTimeout a day", func(c *Config) { c.ShutdownTimeout = 24 * time.Hour }, []string{"ShutdownTimeout 24h0m0s", "10m0s"}},
+		{"WatermarkIdle a bare 10", func(c *Config) { c.WatermarkIdle = 10 }, []string{"WatermarkIdle 10ns"}},
+		{"TimestampAttribute of 300 bytes", func(c *Config) { c.TimestampAttribute = strings.Repeat("t", 300) }, []string{"TimestampAttribute", "is 300 bytes, over Pub/Sub's 256"}},
+		{"TimestampAttribute not UTF-8", func(c *Config) { c.TimestampAttribute = "ts\xff" }, []string{`TimestampAttribute "ts\xff" is not valid UTF-8`}},
+		{"TimestampAttribute reserved", func(c *Config) { c.TimestampAttribute = "googTs" }, []string{`TimestampAttribute "googTs" starts with "goog"`}},
+		{"TimestampAttribute blank", func(c *Config) { c.TimestampAttribute = " \t" }, []string{"TimestampAttribute is blank"}},
+		{"start time in year 10000", func(c *Config) {
+			c.Setup = []SubscriptionSetup{{Subscription: c.Subscriptions[0], Start: StartFromTimestamp(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC))}}
+		}, []string{"Setup[0].Start: Time 10000-01-01", "outside years 1 to 9999"}},
+		{"start time before year 1", func(c *Config) {
+			c.Setup = []SubscriptionSetup{{Subscription: c.Subscriptions[0], Start: StartFromTimestamp(time.Date(0, 12, 31, 0, 0, 0, 0, time.UTC))}}
+		}, []string{"outside years 1 to 9999"}},
 		{"emulator endpoint with credentials file", func(c *Config) {
 			c.Connection = connection.Settings{EmulatorEndpoint: "localhost:8085", CredentialsFile: "/keys/sa.json"}
 		}, []string{"EmulatorEndpoint", "CredentialsFile"}},
@@ -195,6 +222,13 @@ func TestValidationAcceptsBoundaryValues(t *testing.T) {
 		"bounded by count and idleness":    func(c *Config) { c.MaxMessages = 5; c.IdleTimeout = time.Second },
 		"finalization on":                  func(c *Config) { c.Finalization = FinalizationOn },
 		"emulator endpoint":                func(c *Config) { c.Connection.EmulatorEndpoint = "localhost:8085" },
+		"Splits 1000":                      func(c *Config) { c.Splits = 1000 },
+		"LeaseIdle and IdleTimeout 1s":     func(c *Config) { c.LeaseIdle, c.IdleTimeout = time.Second, time.Second },
+		"a thousand subscriptions":         func(c *Config) { c.Subscriptions = testSubs(1000) },
+		"start time in year 9999": func(c *Config) {
+			c.Setup = []SubscriptionSetup{{Subscription: c.Subscriptions[0], Start: StartFromTimestamp(time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC))}}
+		},
+		"TimestampAttribute of 256 bytes": func(c *Config) { c.TimestampAttribute = strings.Repeat("t", 256) },
 	}
 	for name, edit := range cases {
 		cfg := validConfig()

@@ -117,6 +117,9 @@ func (p StartPosition) validate(field string, sub model.Subscription) []error {
 	case PositionTimestamp:
 		if p.Time.IsZero() {
 			bad("Kind %s needs Time: set it to the instant to replay from (StartFromTimestamp)", p.Kind)
+		} else if timestamppb.New(p.Time).CheckValid() != nil {
+			// The graph carries Time as RFC 3339, which has four-digit years.
+			bad("Time %v is outside years 1 to 9999, which Pub/Sub's timestamps and the pipeline's encoding cover; use a time in the past", p.Time)
 		}
 	case PositionSnapshot:
 		if p.Snapshot == "" {
