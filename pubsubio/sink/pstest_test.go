@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -49,6 +50,20 @@ func countCalls(name string, calls *atomic.Int64) pstest.ServerReactorOption {
 		calls.Add(1)
 		return false, nil, nil
 	})}
+}
+
+// holdPublishes makes every Publish request wait until release is called
+// (at the latest when the test ends), so that the test can hand the
+// client a key's later messages before the first verdict returns and a
+// cascade is certain. It holds pstest's lock: no other RPC runs meanwhile.
+func holdPublishes(t *testing.T) (opt pstest.ServerReactorOption, release func()) {
+	gate := make(chan struct{})
+	release = sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(release)
+	return pstest.ServerReactorOption{FuncName: "Publish", Reactor: reactor(func(any) (bool, any, error) {
+		<-gate
+		return false, nil, nil
+	})}, release
 }
 
 type fakeServer struct {
@@ -269,7 +284,8 @@ func TestPstestIsolationRoutesExactlyTheBadMessage(t *testing.T) {
 // the bad one and republishes the rest in order; another key is unaffected.
 func TestPstestOrderingCascadeDropResumesInOrder(t *testing.T) {
 	var publishes atomic.Int64
-	f := newFakeServer(t, rejectBadAttribute(&publishes))
+	hold, release := holdPublishes(t)
+	f := newFakeServer(t, hold, rejectBadAttribute(&publishes))
 	f.createTopic(t, validTopic)
 	h := f.harness(t, Config{FailurePolicy: PolicyDrop, Publisher: PublisherOptions{CountThreshold: 1, EnableMessageOrdering: true}})
 	var wantK, wantJ []string
@@ -283,6 +299,7 @@ func TestPstestOrderingCascadeDropResumesInOrder(t *testing.T) {
 		h.mustProcess(model.Message{Data: []byte(k), OrderingKey: "k"})
 		h.mustProcess(model.Message{Data: []byte(j), OrderingKey: "j"})
 	}
+	release()
 	h.mustFinish()
 	if got := f.payloads(validTopic, "k"); !reflect.DeepEqual(got, wantK) {
 		t.Errorf("key k arrived as %v, want %v", got, wantK)
@@ -308,7 +325,8 @@ func TestPstestOrderingCascadeDropResumesInOrder(t *testing.T) {
 // Ordering holds across the NOT_FOUND repair: the topic is created and
 // every key's messages arrive in publish order.
 func TestPstestOrderingAcrossTopicCreation(t *testing.T) {
-	f := newFakeServer(t)
+	hold, release := holdPublishes(t)
+	f := newFakeServer(t, hold)
 	h := f.harness(t, Config{Publisher: PublisherOptions{CountThreshold: 1, EnableMessageOrdering: true}})
 	want := map[string][]string{}
 	for i := range 15 {
@@ -318,6 +336,7 @@ func TestPstestOrderingAcrossTopicCreation(t *testing.T) {
 			h.mustProcess(model.Message{Data: []byte(d), OrderingKey: k})
 		}
 	}
+	release()
 	h.mustFinish()
 	for k, w := range want {
 		if got := f.payloads(validTopic, k); !reflect.DeepEqual(got, w) {
