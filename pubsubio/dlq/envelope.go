@@ -106,7 +106,7 @@ func encode(f FailedMessage, topic model.Topic, withoutData bool) model.Message 
 		out.Data = nil
 		e.omit("data (%d bytes): too large to publish with the envelope", len(m.Data))
 	}
-	e.set(AttrStage, string(f.Stage))
+	e.setStage(f.Stage)
 	if !f.Subscription.IsZero() {
 		e.setName(AttrSubscription, f.Subscription.Project, f.Subscription.ID, f.Subscription.String())
 	}
@@ -118,11 +118,11 @@ func encode(f FailedMessage, topic model.Topic, withoutData bool) model.Message 
 		e.attrs[AttrError] = cleanError(f.Error)
 	}
 	e.setTime(AttrTime, f.Time)
-	e.setInt(AttrAttempts, f.Attempts)
+	e.setCount(AttrAttempts, f.Attempts)
 	e.set(AttrMessageID, m.ID)
 	e.set(AttrOrderingKey, m.OrderingKey)
 	e.setTime(AttrPublishTime, m.PublishTime)
-	e.setInt(AttrDeliveryAttempt, m.DeliveryAttempt)
+	e.setCount(AttrDeliveryAttempt, m.DeliveryAttempt)
 	e.originals(m.Attributes) // last: it needs to know whether AttrOmitted is coming
 	if len(e.omitted) > 0 {
 		e.attrs[AttrOmitted] = text.Truncate(strings.Join(e.omitted, "; "), model.MaxAttributeValueBytes)
@@ -191,8 +191,23 @@ func (e *envelope) setTime(key string, t time.Time) {
 	e.attrs[key] = t.UTC().Format(time.RFC3339Nano)
 }
 
-func (e *envelope) setInt(key string, n int) {
-	if n != 0 {
+// setStage sets one of the stages pubsubio writes; another, which only a
+// FailedMessage built by hand has, is left out, and Decode reads its
+// absence only with that listed.
+func (e *envelope) setStage(s Stage) {
+	if !s.known() {
+		e.omit("%s %q: not one of %q, %q or %q", AttrStage, text.Truncate(string(s), maxQuotedKey), StageDecode, StageValidate, StagePublish)
+		return
+	}
+	e.attrs[AttrStage] = string(s)
+}
+
+// setCount sets a count; a negative one is left out.
+func (e *envelope) setCount(key string, n int) {
+	switch {
+	case n < 0:
+		e.omit("%s %d: negative", key, n)
+	case n > 0:
 		e.attrs[key] = strconv.Itoa(n)
 	}
 }
@@ -285,19 +300,28 @@ func Decode(m model.Message) (FailedMessage, error) {
 			*into = t
 		}
 	}
-	parseInt := func(key string, into *int) {
+	parseCount := func(key string, into *int) {
 		if v, ok := a[key]; ok {
 			n, err := strconv.Atoi(v)
+			if err == nil && n < 0 {
+				err = errors.New("a count cannot be negative")
+			}
 			if err != nil {
 				bad(key, err)
 			}
 			*into = n
 		}
 	}
+	switch v, ok := a[AttrStage]; {
+	case ok && !Stage(v).known():
+		bad(AttrStage, fmt.Errorf("not one of %q, %q or %q", StageDecode, StageValidate, StagePublish))
+	case !ok && !strings.Contains(a[AttrOmitted], AttrStage):
+		errs = append(errs, fmt.Errorf("%s is missing, and %s does not say it was left out", AttrStage, AttrOmitted))
+	}
 	parseTime(AttrTime, &f.Time)
-	parseInt(AttrAttempts, &f.Attempts)
+	parseCount(AttrAttempts, &f.Attempts)
 	parseTime(AttrPublishTime, &f.Message.PublishTime)
-	parseInt(AttrDeliveryAttempt, &f.Message.DeliveryAttempt)
+	parseCount(AttrDeliveryAttempt, &f.Message.DeliveryAttempt)
 	for k, v := range a {
 		if orig, ok := strings.CutPrefix(k, OriginalAttributePrefix); ok {
 			if f.Message.Attributes == nil {

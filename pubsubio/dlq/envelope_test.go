@@ -216,6 +216,10 @@ func TestDecodeRejects(t *testing.T) {
 		{"other version", with(AttrEnvelope, "2"), []string{AttrEnvelope, `"2"`, `reads "1"`}},
 		{"bad time", with(AttrTime, "yesterday"), []string{AttrTime, `"yesterday"`}},
 		{"bad attempts", with(AttrAttempts, "three"), []string{AttrAttempts, `"three"`}},
+		{"negative attempts", with(AttrAttempts, "-1"), []string{AttrAttempts, `"-1"`, "negative"}},
+		{"negative delivery attempt", with(AttrDeliveryAttempt, "-3"), []string{AttrDeliveryAttempt, `"-3"`, "negative"}},
+		{"unknown stage", with(AttrStage, "transform"), []string{AttrStage, `"transform"`, "not one of"}},
+		{"missing stage", with(AttrStage, ""), []string{AttrStage, "is missing"}},
 		{"bad subscription", with(AttrSubscription, "orders-sub"), []string{AttrSubscription, "projects/PROJECT/subscriptions/ID"}},
 		{"bad topic and publish time", with(AttrTopic, "projects/p/subscriptions/s"), []string{AttrTopic, "projects/PROJECT/topics/ID"}},
 	} {
@@ -230,5 +234,25 @@ func TestDecodeRejects(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A FailedMessage built by hand may hold what Decode refuses: Encode lists
+// it in dlq.omitted instead of writing it, so the envelope still decodes.
+func TestEnvelopeLeavesOutWhatDecodeRefuses(t *testing.T) {
+	f := sampleFailures()[0]
+	f.Stage, f.Attempts, f.Message.DeliveryAttempt = "transform", -1, -2
+	env := Encode(f, dlqTopic)
+	for _, want := range []string{`dlq.stage "transform": not one of`, "dlq.attempts -1: negative", "dlq.delivery_attempt -2: negative"} {
+		if !strings.Contains(env.Attributes[AttrOmitted], want) {
+			t.Errorf("%s = %q, want it to list %q", AttrOmitted, env.Attributes[AttrOmitted], want)
+		}
+	}
+	got, err := Decode(env)
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	if got.Stage != "" || got.Attempts != 0 || got.Message.DeliveryAttempt != 0 {
+		t.Errorf("decoded stage %q, attempts %d, delivery attempt %d; want them left out", got.Stage, got.Attempts, got.Message.DeliveryAttempt)
 	}
 }

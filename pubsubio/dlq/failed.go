@@ -20,6 +20,11 @@ func init() {
 // Stage says at which step a message failed.
 type Stage string
 
+// known reports whether s is one of the stages pubsubio writes.
+func (s Stage) known() bool {
+	return s == StageDecode || s == StageValidate || s == StagePublish
+}
+
 const (
 	// StageDecode: the message was received but could not be turned into a
 	// pipeline value: by the source (e.g. a malformed timestamp attribute)
@@ -55,7 +60,8 @@ type FailedMessage struct {
 	// Topic is where a sink failure was going: the message's own Topic or the
 	// sink's default; zero for the source.
 	Topic model.Topic
-	// Stage is the step that failed.
+	// Stage is the step that failed. Encode writes only the three stages
+	// above; it lists any other in dlq.omitted.
 	Stage Stage
 	// Code is the canonical gRPC status code name ("INVALID_ARGUMENT"),
 	// "INVALID_ARGUMENT" for a limit the sink checked before sending, and
@@ -68,6 +74,7 @@ type FailedMessage struct {
 	// Attempts is how many times the message was tried: publish attempts
 	// for the sink (0 when it was rejected before sending), delivery
 	// attempts for the source (0 when Pub/Sub does not report them).
+	// Encode lists a negative count in dlq.omitted.
 	Attempts int
 }
 
