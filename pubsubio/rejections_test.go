@@ -339,6 +339,7 @@ func rejections() []rejection {
 
 		records("Format unknown", pubsubio.RecordConfig{Format: "XML"}, messages),
 		records("AttributesKey one of the record's keys", pubsubio.RecordConfig{AttributesKey: "data"}, messages),
+		records("AttributesKey Data under case folding", pubsubio.RecordConfig{AttributesKey: "Data"}, messages),
 		records("AttributesKey not UTF-8", pubsubio.RecordConfig{AttributesKey: "\xff"}, messages),
 		records("input not a valid PCollection", pubsubio.RecordConfig{}, func(beam.Scope) beam.PCollection { return beam.PCollection{} }),
 		records("input not of Message", pubsubio.RecordConfig{}, func(s beam.Scope) beam.PCollection { return beam.Create(s, "x") }),

@@ -31,7 +31,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
@@ -76,14 +78,16 @@ func (cfg Config) withDefaults() (Config, error) {
 	if err := cfg.Format.Validate(); err != nil {
 		bad("Format: %w", err)
 	}
-	switch k := cfg.AttributesKey; k {
-	case keyData, keyMessageID, keyOrderingKey, keyPublishTime:
-		bad("AttributesKey %q is one of the record's own keys (%s, %s, %s, %s); choose another, e.g. %q",
+	// Go's encoding/json matches keys to fields case-insensitively, so a
+	// key equal to one of the record's under case folding ("Data") would
+	// reach a consumer's Data field.
+	k := cfg.AttributesKey
+	switch {
+	case !utf8.ValidString(k):
+		bad("AttributesKey %q is not valid UTF-8, so it cannot be a JSON key", k)
+	case slices.ContainsFunc([]string{keyData, keyMessageID, keyOrderingKey, keyPublishTime}, func(own string) bool { return strings.EqualFold(k, own) }):
+		bad("AttributesKey %q is one of the record's own keys (%s, %s, %s, %s) under case folding, as Go's JSON decoding matches them; choose another, e.g. %q",
 			k, keyData, keyMessageID, keyOrderingKey, keyPublishTime, DefaultAttributesKey)
-	default:
-		if !utf8.ValidString(k) {
-			bad("AttributesKey %q is not valid UTF-8, so it cannot be a JSON key", k)
-		}
 	}
 	return cfg, construct.Invalid("pubsubio.Records", errs...)
 }

@@ -116,6 +116,7 @@ func TestConfigRejects(t *testing.T) {
 		{Config{Format: "json"}, []string{"Format", `"json"`}},
 		{Config{AttributesKey: "data"}, []string{"AttributesKey", `"data"`, "own keys"}},
 		{Config{AttributesKey: "publish_time_millis"}, []string{"AttributesKey", "publish_time_millis"}},
+		{Config{AttributesKey: "Data"}, []string{"AttributesKey", `"Data"`, "case folding"}},
 		{Config{AttributesKey: "\xff"}, []string{"AttributesKey", "UTF-8"}},
 	} {
 		_, err := NewEncoder(tc.cfg)

@@ -180,3 +180,26 @@ func TestOutageErrorSaysWhatToDo(t *testing.T) {
 		})
 	}
 }
+
+// An ordering key is quoted cut, as attribute keys are: a 1 MiB key does
+// not make a 1 MB job error, and a dropped 2 MiB key's warning stays a
+// log line.
+func TestHugeOrderingKeysAreNotQuotedWhole(t *testing.T) {
+	const limit = 1 << 10
+	t.Run("ordering disabled", func(t *testing.T) {
+		h := newHarness(t, Config{}, nil)
+		err := h.process(model.Message{Data: []byte("x"), OrderingKey: strings.Repeat("k", 1<<20)})
+		if err == nil || !strings.Contains(err.Error(), "EnableMessageOrdering") || len(err.Error()) > limit {
+			t.Errorf("error of %d bytes, want one of at most %d naming EnableMessageOrdering: %.300v", len(fmt.Sprint(err)), limit, err)
+		}
+	})
+	t.Run("dropped", func(t *testing.T) {
+		h := newHarness(t, Config{FailurePolicy: PolicyDrop, Publisher: PublisherOptions{EnableMessageOrdering: true}}, nil)
+		h.mustProcess(model.Message{Data: []byte("x"), OrderingKey: strings.Repeat("k", 2<<20)})
+		h.mustFinish()
+		w := h.warnings()
+		if len(w) != 1 || !strings.Contains(w[0], "ordering key is 2097152 bytes") || len(w[0]) > limit {
+			t.Errorf("warnings %.300q, want one of at most %d bytes giving the key's size", w, limit)
+		}
+	})
+}
