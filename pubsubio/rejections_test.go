@@ -263,6 +263,8 @@ func rejections() []rejection {
 		connection("Connection.EmulatorEndpoint without host", pubsubio.Connection{EmulatorEndpoint: ":8085"}),
 		connection("Connection.EmulatorEndpoint bad host character", pubsubio.Connection{EmulatorEndpoint: "local host:8085"}),
 		connection("Connection.EmulatorEndpoint IPv6 without brackets", pubsubio.Connection{EmulatorEndpoint: "::1:8085"}),
+		connection("Connection.RPCTimeout a bare number", pubsubio.Connection{RPCTimeout: 30}),
+		connection("Connection.RPCTimeout over 10 minutes", pubsubio.Connection{RPCTimeout: time.Hour}),
 		connection("Connection.EmulatorEndpoint host of 300 bytes", pubsubio.Connection{EmulatorEndpoint: strings.Repeat("a", 300) + ":8085"}),
 		connection("Connection.EmulatorEndpoint empty label", pubsubio.Connection{EmulatorEndpoint: "local..host:8085"}),
 		connection("Connection: EmulatorEndpoint and CredentialsFile", pubsubio.Connection{EmulatorEndpoint: "localhost:8085", CredentialsFile: "/secrets/key.json"}),

@@ -38,6 +38,38 @@ func deadAddr(t *testing.T) string {
 	return addr
 }
 
+// silentAddr returns a loopback address that accepts connections and never
+// sends a byte.
+func silentAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return l.Addr().String()
+}
+
 // trap is a loopback gRPC server that counts the connections it accepts and
 // answers every RPC with trapMessage. Because it answers, an RPC that reached
 // it can only return after its connection was counted: the RPC returning is

@@ -7,8 +7,10 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 )
 
@@ -30,6 +32,14 @@ type Settings struct {
 	// file naming Google's token endpoint. It cannot be combined with
 	// EmulatorEndpoint.
 	CredentialsFile string
+	// RPCTimeout bounds each call the connector makes on its own behalf:
+	// describing, creating and seeking subscriptions, acking and nacking by
+	// RPC, creating topics. The client retries within it; the connector
+	// logs every 10 s while it waits and then fails the step naming the
+	// call and the endpoint, so a wrong endpoint is an error, not a hang.
+	// Publishing has its own sink.PublisherOptions.Timeout. If zero,
+	// DefaultRPCTimeout (1 min) is used; 1 s to 10 min.
+	RPCTimeout time.Duration
 }
 
 // Validate checks what can be known at graph construction: the endpoint's
@@ -48,6 +58,9 @@ func (s Settings) Validate() error {
 			errs = append(errs, errors.New("EmulatorEndpoint and CredentialsFile are both set: the emulator is reached in plaintext without credentials, so a key would go unused or be exposed; set CredentialsFile only for production Pub/Sub"))
 		}
 	}
+	errs = append(errs, construct.CheckBounds(construct.Bound[time.Duration]{
+		Option: "RPCTimeout", Value: s.RPCTimeout, Min: time.Second, Max: 10 * time.Minute, Zero: "for DefaultRPCTimeout (1 min)",
+	})...)
 	if s.CredentialsFile != "" {
 		// Checked here because the graph, and the setting with it, is about
 		// to be serialized: by the time the worker fails to open it, key

@@ -3,6 +3,7 @@ package connection
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidate(t *testing.T) {
@@ -33,6 +34,11 @@ func TestValidate(t *testing.T) {
 		{name: "path", s: Settings{EmulatorEndpoint: "localhost/x:8085"}, want: []string{"EmulatorEndpoint", "host"}},
 		{name: "space", s: Settings{EmulatorEndpoint: "local host:8085"}, want: []string{"EmulatorEndpoint", "host"}},
 		{name: "ipv6 unbracketed", s: Settings{EmulatorEndpoint: "::1:8085"}, want: []string{"EmulatorEndpoint", "not host:port"}},
+
+		{name: "rpc timeout", s: Settings{RPCTimeout: 10 * time.Second}},
+		{name: "rpc timeout bare number", s: Settings{RPCTimeout: 30}, want: []string{"RPCTimeout 30ns", "between 1s and 10m0s", "bare number"}},
+		{name: "rpc timeout an hour", s: Settings{RPCTimeout: time.Hour}, want: []string{"RPCTimeout 1h0m0s", "between 1s and 10m0s"}},
+		{name: "rpc timeout negative", s: Settings{RPCTimeout: -time.Second}, want: []string{"RPCTimeout -1s", "or 0 for DefaultRPCTimeout"}},
 
 		{name: "both set", s: Settings{EmulatorEndpoint: "localhost:8085", CredentialsFile: keyPath}, want: []string{"EmulatorEndpoint and CredentialsFile are both set"}},
 		{name: "both set, bad endpoint", s: Settings{EmulatorEndpoint: "localhost", CredentialsFile: keyPath}, want: []string{"missing port", "both set"}},

@@ -80,12 +80,15 @@ func (b *clientBackend) publisher(topic model.Topic) publisher {
 	return clientPublisher{p}
 }
 
-// createTopic uses the client's admin stub. The Go client opens it on the
-// same connection as the publishers, so there is nothing to open or close
-// for a repair, and no admin call is made unless a publish saw NOT_FOUND.
+// createTopic uses the client's admin stub, under Connection.RPCTimeout.
+// The Go client opens it on the same connection as the publishers, so
+// there is nothing to open or close for a repair, and no admin call is
+// made unless a publish saw NOT_FOUND.
 func (b *clientBackend) createTopic(ctx context.Context, t *pubsubpb.Topic) error {
-	_, err := b.client.TopicAdminClient.CreateTopic(ctx, t)
-	return err
+	return b.cfg.Connection.Call(ctx, "pubsubio.Write", "CreateTopic "+t.GetName(), func(ctx context.Context) error {
+		_, err := b.client.TopicAdminClient.CreateTopic(ctx, t)
+		return err
+	})
 }
 
 func (b *clientBackend) close() error { return b.client.Close() }

@@ -101,7 +101,7 @@ func (w *writer) outageHint(code codes.Code, topic model.Topic) string {
 	case codes.ResourceExhausted:
 		return "check the project's publish quota, or lower MaxInFlightMessages/MaxInFlightBytes"
 	case codes.DeadlineExceeded, codes.Unavailable, codes.Canceled, codes.Aborted, codes.Internal:
-		return fmt.Sprintf("check that Pub/Sub is reachable from the workers, or raise Publisher.Timeout %v to ride out longer outages", w.cfg.Publisher.Timeout)
+		return fmt.Sprintf("check that Pub/Sub at %s is reachable from the workers, or raise Publisher.Timeout %v to ride out longer outages", w.cfg.Connection.Endpoint(), w.cfg.Publisher.Timeout)
 	default:
 		return "check the topic and the job's access to it"
 	}

@@ -29,6 +29,7 @@ type admin interface {
 // service as the same identity as the splits.
 type clientAdmin struct {
 	client *pubsub.Client
+	conn   connection.Settings
 }
 
 // dialAdmin connects for cfg. Every call names its resource in full, so the
@@ -38,20 +39,32 @@ func dialAdmin(ctx context.Context, cfg Config) (admin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pubsubio.Read: connecting to prepare the subscriptions: %w", err)
 	}
-	return &clientAdmin{client: c}, nil
+	return &clientAdmin{client: c, conn: cfg.Connection}, nil
 }
 
-func (a *clientAdmin) getSubscription(ctx context.Context, name string) (*pubsubpb.Subscription, error) {
-	return a.client.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: name})
+// Each call runs under Connection.RPCTimeout (connection.Settings.Call).
+
+func (a *clientAdmin) getSubscription(ctx context.Context, name string) (desc *pubsubpb.Subscription, err error) {
+	err = a.conn.Call(ctx, "pubsubio.Read", "GetSubscription "+name, func(ctx context.Context) error {
+		desc, err = a.client.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: name})
+		return err
+	})
+	return desc, err
 }
 
-func (a *clientAdmin) createSubscription(ctx context.Context, sub *pubsubpb.Subscription) (*pubsubpb.Subscription, error) {
-	return a.client.SubscriptionAdminClient.CreateSubscription(ctx, sub)
+func (a *clientAdmin) createSubscription(ctx context.Context, sub *pubsubpb.Subscription) (created *pubsubpb.Subscription, err error) {
+	err = a.conn.Call(ctx, "pubsubio.Read", "CreateSubscription "+sub.GetName(), func(ctx context.Context) error {
+		created, err = a.client.SubscriptionAdminClient.CreateSubscription(ctx, sub)
+		return err
+	})
+	return created, err
 }
 
 func (a *clientAdmin) seek(ctx context.Context, req *pubsubpb.SeekRequest) error {
-	_, err := a.client.SubscriptionAdminClient.Seek(ctx, req)
-	return err
+	return a.conn.Call(ctx, "pubsubio.Read", "Seek "+req.GetSubscription(), func(ctx context.Context) error {
+		_, err := a.client.SubscriptionAdminClient.Seek(ctx, req)
+		return err
+	})
 }
 
 func (a *clientAdmin) close() error { return a.client.Close() }

@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
@@ -135,5 +137,35 @@ func TestStartPositionRunsOnceOnPrism(t *testing.T) {
 	// Prove the splits resumed: many bundles per split, far more than seeks.
 	if got := counters["acks_via_resume"]; got < 200 {
 		t.Errorf("acks_via_resume %d, want every message acked by a resumed bundle", got)
+	}
+}
+
+// A read whose endpoint refuses every connection (a port typo) fails the
+// job within Connection.RPCTimeout, naming the call and the endpoint,
+// instead of retrying forever.
+func TestReadOfAnEndpointThatNeverAnswersFailsOnPrism(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close() // nothing listens there now: every connection is refused
+	p, s := beam.NewPipelineWithRoot()
+	Read(s, Config{
+		Subscriptions: []model.Subscription{model.SubscriptionOf(testProject, "typo")},
+		IdleTimeout:   time.Second,
+		Connection:    connection.Settings{EmulatorEndpoint: dead, RPCTimeout: 2 * time.Second},
+	})
+	errc := make(chan error, 1)
+	go func() { errc <- ptest.Run(p) }()
+	select {
+	case err = <-errc:
+	case <-time.After(3 * time.Minute):
+		t.Fatal("the read of an endpoint nothing listens on did not fail within 3m")
+	}
+	for _, want := range []string{"GetSubscription projects/" + testProject + "/subscriptions/typo", "at " + dead, "no answer within"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("pipeline error %v does not contain %q", err, want)
+		}
 	}
 }

@@ -38,6 +38,7 @@ const maxAckIDsPerRequest = 1000
 // clientPuller is a puller over the Pub/Sub client.
 type clientPuller struct {
 	client    *pubsub.Client
+	conn      connection.Settings
 	name      string
 	settings  pubsub.ReceiveSettings
 	pulled    *pulled    // what the client pulled and has not handed over
@@ -50,7 +51,7 @@ func dialPuller(ctx context.Context, sub model.Subscription, cfg Config, g *give
 	if err != nil {
 		return nil, fmt.Errorf("pubsubio.Read: connecting to read %s: %w", sub, err)
 	}
-	return &clientPuller{client: client, name: sub.String(), settings: cfg.receiveSettings(), pulled: p, givenBack: g}, nil
+	return &clientPuller{client: client, conn: cfg.Connection, name: sub.String(), settings: cfg.receiveSettings(), pulled: p, givenBack: g}, nil
 }
 
 // giveBackTimeout bounds the nack of what a stopped Receive left leased.
@@ -82,21 +83,27 @@ func (s *clientPuller) receive(ctx context.Context, f func(*pubsub.Message) bool
 	return err
 }
 
+// acknowledge and nack run each request under Connection.RPCTimeout
+// (connection.Settings.Call).
 func (s *clientPuller) acknowledge(ctx context.Context, ackIDs []string) error {
 	return inChunks(ackIDs, func(ids []string) error {
-		return s.client.SubscriptionAdminClient.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{
-			Subscription: s.name,
-			AckIds:       ids,
+		return s.conn.Call(ctx, "pubsubio.Read", "Acknowledge "+s.name, func(ctx context.Context) error {
+			return s.client.SubscriptionAdminClient.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{
+				Subscription: s.name,
+				AckIds:       ids,
+			})
 		})
 	})
 }
 
 func (s *clientPuller) nack(ctx context.Context, ackIDs []string) error {
 	return inChunks(ackIDs, func(ids []string) error {
-		return s.client.SubscriptionAdminClient.ModifyAckDeadline(ctx, &pubsubpb.ModifyAckDeadlineRequest{
-			Subscription:       s.name,
-			AckIds:             ids,
-			AckDeadlineSeconds: 0,
+		return s.conn.Call(ctx, "pubsubio.Read", "ModifyAckDeadline "+s.name, func(ctx context.Context) error {
+			return s.client.SubscriptionAdminClient.ModifyAckDeadline(ctx, &pubsubpb.ModifyAckDeadlineRequest{
+				Subscription:       s.name,
+				AckIds:             ids,
+				AckDeadlineSeconds: 0,
+			})
 		})
 	})
 }
