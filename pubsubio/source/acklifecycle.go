@@ -16,11 +16,13 @@ type handle interface {
 }
 
 // deliveryState is where a delivery is in its split: received and not yet
-// emitted, emitted and waiting for its bundle to commit, or gone.
+// emitted, withheld while the budget was full, emitted and waiting for its
+// bundle to commit, or gone.
 type deliveryState uint8
 
 const (
 	buffered deliveryState = iota
+	withheld               // kept leased without its payload until a bundle makes room (intake.go)
 	pending
 	gone // acked, given back, or superseded by a redelivery
 )
@@ -45,7 +47,7 @@ const (
 	ackIt  outcome = iota
 	nackIt         // the subscriber keeps running and sends the nack
 	// handBack is for a subscriber about to stop: the nack goes out with the
-	// RPC once it stopped (sendAfterStop). Neither Nack() nor the client's
+	// RPC once it stopped (sendByRPC). Neither Nack() nor the client's
 	// NackImmediately shutdown can be relied on then: the client sends nacks
 	// every 100 ms from a goroutine that returns as soon as the stream is
 	// cancelled, and its shutdown's nack of what it holds races Receive
@@ -64,6 +66,7 @@ type ledger struct {
 
 	buffer     []*delivery // FIFO; entries no longer buffered are skipped when drained
 	buffered   int
+	withheld   []*delivery // in arrival order
 	pending    map[ackID]*delivery
 	held       map[string]*delivery // by message ID, buffered or pending
 	recentAcks []recentAck
@@ -111,6 +114,8 @@ func (l *ledger) end(d *delivery, how outcome, reason counter) {
 	case buffered:
 		l.buffered--
 		l.budget.free(1, d.size)
+	case withheld:
+		// counted against nothing
 	case pending:
 		delete(l.pending, d.ackID)
 		l.stats.pendingAcks.Add(-1)
@@ -143,7 +148,8 @@ func returns(reason counter) bool {
 }
 
 // drain moves up to max buffered deliveries to pending under bundle seq and
-// returns them in arrival order.
+// returns them in arrival order. It gives back what was withheld, for
+// Pub/Sub to redeliver into the room the drain made.
 func (l *ledger) drain(max int, seq int64, now time.Time) []*delivery {
 	var out []*delivery
 	var bytes int64
@@ -165,6 +171,7 @@ func (l *ledger) drain(max int, seq int64, now time.Time) []*delivery {
 		// Once for the batch: freeing room wakes every delivery waiting for it.
 		l.budget.free(len(out), bytes)
 	}
+	l.returnWithheld()
 	return out
 }
 
@@ -204,13 +211,17 @@ func (l *ledger) takeRecentAcks(now time.Time) []string {
 }
 
 // giveBackFrom nacks what bundles seq and later emitted and did not ack:
-// the runner discarded their output (a failed or retried bundle).
-func (l *ledger) giveBackFrom(seq int64) {
+// the runner discarded their output (a failed or retried bundle). It
+// returns their ack IDs for the RPC.
+func (l *ledger) giveBackFrom(seq int64) []string {
+	var ids []ackID
 	for _, d := range l.pending {
 		if d.seq >= seq {
 			l.end(d, nackIt, nackedUncommitted)
+			ids = append(ids, d.ackID)
 		}
 	}
+	return remoteAckIDs(ids)
 }
 
 // giveBackAll takes everything held out of the split, counting it under
@@ -229,19 +240,41 @@ func (l *ledger) giveBackAll(reason counter) []string {
 		giveBack(d)
 	}
 	l.buffer = nil
+	for _, d := range l.withheld {
+		giveBack(d)
+	}
+	l.withheld = nil
 	for _, d := range l.pending {
 		giveBack(d)
 	}
 	return remoteAckIDs(ids)
 }
 
-// oldestBuffered is the oldest event time among buffered deliveries, zero
-// if none.
+// withhold keeps d, which found the budget full, until returnWithheld or
+// giveBackAll gives it back.
+func (l *ledger) withhold(d *delivery) {
+	d.state = withheld
+	l.withheld = append(l.withheld, d)
+}
+
+// returnWithheld gives back, through the running subscriber, what was
+// withheld.
+func (l *ledger) returnWithheld() {
+	for _, d := range l.withheld {
+		l.end(d, nackIt, nackedBudget)
+	}
+	l.withheld = nil
+}
+
+// oldestBuffered is the oldest event time among deliveries not yet
+// emitted, buffered or withheld, zero if none.
 func (l *ledger) oldestBuffered() time.Time {
 	var oldest time.Time
-	for _, d := range l.buffer {
-		if d.state == buffered && (oldest.IsZero() || d.eventTime.Before(oldest)) {
-			oldest = d.eventTime
+	for _, ds := range [][]*delivery{l.buffer, l.withheld} {
+		for _, d := range ds {
+			if d.state != pending && d.state != gone && (oldest.IsZero() || d.eventTime.Before(oldest)) {
+				oldest = d.eventTime
+			}
 		}
 	}
 	return oldest
@@ -254,12 +287,13 @@ func (r *splitReader) ack(ids []ackID) int {
 	return r.ledger.ack(ids, r.now())
 }
 
-// sendAfterStop sends, once a subscriber stopped, the acks it may not have
-// sent and the nacks of what it held, with the RPCs, bounded by the
-// shutdown timeout. After the stop, so that no lease extension of the
-// stopping client follows a nack. A failure costs a redelivery after the
-// ack deadline, not data: it is logged and counted.
-func (r *splitReader) sendAfterStop(conn puller, acks, nacks []string) {
+// sendByRPC sends acks and nacks with the RPCs, bounded by the shutdown
+// timeout: once a subscriber stopped, the acks it may not have sent and the
+// nacks of what it held (after the stop, so that no lease extension of the
+// stopping client follows a nack), and the give-back of a failed bundle. A
+// failure costs a redelivery after the ack deadline, not data: it is
+// logged and counted.
+func (r *splitReader) sendByRPC(conn puller, acks, nacks []string) {
 	if conn == nil || len(acks)+len(nacks) == 0 {
 		return
 	}

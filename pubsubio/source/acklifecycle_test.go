@@ -51,6 +51,8 @@ func TestSplitReaderAckOnlyPending(t *testing.T) {
 	}
 }
 
+// A failed bundle's give-back nacks what it and later bundles emitted,
+// through the client and with the RPC.
 func TestSplitReaderGiveBackNacksFromSeq(t *testing.T) {
 	h := newReaderHarness(t, testConfig(t, nil))
 	run := h.poll()
@@ -70,6 +72,11 @@ func TestSplitReaderGiveBackNacksFromSeq(t *testing.T) {
 		hs[i].check(t, fmt.Sprintf("m%d (seq %d)", i, i/2+1), 0, 1)
 	}
 	h.checkCount("messages_nacked_uncommitted", nackedUncommitted, 4)
+	// Before abandonBundle returned, the same give-back went out with the
+	// RPC: the client's own batched nack may never be sent.
+	if got, want := sorted(h.conn.nackedByRPC()), sorted(append(bySeq[2], bySeq[3]...)); !cmp.Equal(got, want) {
+		t.Errorf("nacked by RPC %v, want what seq 2 and 3 emitted, %v", got, want)
+	}
 
 	// Giving back again changes nothing; what was given back cannot be acked.
 	h.r.abandonBundle(2)

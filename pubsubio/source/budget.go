@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"cloud.google.com/go/pubsub/v2"
 )
 
 // budget is the hard bound on messages received but not yet emitted, shared
@@ -138,23 +140,30 @@ func (b *budget) usage() (messages int, bytes int64) {
 	return b.messages, b.bytes
 }
 
-// budgetWarning says when Pub/Sub may send a worker that runs every split
-// more messages than its buffer budget: each of a split's ParallelPullCount
-// streams may hold MaxOutstandingMessages unacked, and messages stay
-// unacked until a commit. A split whose bundles fall behind for longer
-// than budgetWait is then stopped at the budget, which gives back
-// everything it holds, where flow control would have paused it. Prism runs
-// every split in one process; other runners spread them, so it is a
-// warning, not an error.
-func (cfg Config) budgetWarning() string {
+// budgetWarnings say when the budget is probably too small. Pub/Sub may
+// send a worker that runs every split more messages than BufferMaxMessages:
+// each of a split's ParallelPullCount streams may hold
+// MaxOutstandingMessages unacked, and messages stay unacked until a commit.
+// A split whose bundles fall behind then withholds deliveries for
+// redelivery, where flow control would have paused it. Prism runs every
+// split in one process; other runners spread them, so it is a warning, not
+// an error. A byte budget under three of Pub/Sub's largest messages makes a
+// split of large messages emit one or two per bundle and give the rest
+// back each time.
+func (cfg Config) budgetWarnings() []string {
+	var out []string
+	if largest := int64(pubsub.MaxPublishRequestBytes); cfg.BufferMaxBytes < 3*largest {
+		out = append(out, fmt.Sprintf("pubsubio.Read: BufferMaxBytes %d holds fewer than three of Pub/Sub's largest messages (%d bytes each): a split of large messages then buffers one or two at a time and gives the rest back for redelivery at every bundle; raise it to at least %d unless every message is small",
+			cfg.BufferMaxBytes, largest, 3*largest))
+	}
 	if cfg.MaxOutstandingMessages <= 0 {
-		return ""
+		return out
 	}
 	splits := len(planSplits(cfg.Subscriptions, cfg.Ordering, cfg.Splits))
 	held := int64(splits) * int64(cfg.ParallelPullCount) * int64(cfg.MaxOutstandingMessages)
 	if held <= int64(cfg.BufferMaxMessages) {
-		return ""
+		return out
 	}
-	return fmt.Sprintf("pubsubio.Read: a worker that runs all %[1]d split(s) may be sent %[2]d unacked messages (splits x ParallelPullCount %[3]d x MaxOutstandingMessages %[4]d), more than BufferMaxMessages %[5]d: a split behind for over %[6]v then gives back all it holds; raise BufferMaxMessages to %[2]d or lower MaxOutstandingMessages",
-		splits, held, cfg.ParallelPullCount, cfg.MaxOutstandingMessages, cfg.BufferMaxMessages, budgetWait)
+	return append(out, fmt.Sprintf("pubsubio.Read: a worker that runs all %[1]d split(s) may be sent %[2]d unacked messages (splits x ParallelPullCount %[3]d x MaxOutstandingMessages %[4]d), more than BufferMaxMessages %[5]d: a split behind for over %[6]v then gives back what does not fit for redelivery; raise BufferMaxMessages to %[2]d or lower MaxOutstandingMessages",
+		splits, held, cfg.ParallelPullCount, cfg.MaxOutstandingMessages, cfg.BufferMaxMessages, budgetWait))
 }

@@ -10,8 +10,62 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestBudgetMessageLimitNacksStopsAndRestarts(t *testing.T) {
+// A delivery that finds the budget full and gets no room is withheld: the
+// subscriber keeps running and keeps its lease, what is buffered stays for
+// the next bundle, every later delivery is withheld behind it, and the next
+// bundle gives back what was withheld. Meanwhile the split is not idle.
+func TestBudgetFullWithholdsAndKeepsWhatIsBuffered(t *testing.T) {
 	h := newReaderHarness(t, testConfig(t, func(c *Config) { c.BufferMaxMessages = 2 }))
+	run := h.poll()
+	recvCtx := h.conn.nextReceive(t)
+	hs := deliverN(h.r, run, "m", 2)
+	over, later := &fakeHandle{}, &fakeHandle{}
+	older := msg("over", "data-over")
+	older.PublishTime = older.PublishTime.Add(-time.Hour)
+	deliverTo(h.r, run, older, over, "ack-over")
+	deliverTo(h.r, run, msg("later", "x"), later, "ack-later")
+	if got := withheldIDs(t, h.r); !cmp.Equal(got, []string{"over", "later"}) {
+		t.Errorf("withheld %v, want [over later]", got)
+	}
+	over.check(t, "the delivery crossing the budget", 0, 0)
+	later.check(t, "a delivery after it", 0, 0)
+	h.checkUsage(2, int64(2*len("data-m0")))
+	st := state(h.r)
+	if st.listening {
+		t.Error("a split withholding deliveries counts as listening")
+	}
+	if want := older.PublishTime; !st.oldestBuffered.Equal(want) {
+		t.Errorf("oldest event time not yet emitted %v, want the withheld message's %v", st.oldestBuffered, want)
+	}
+
+	if got := ackIDsOf(drain(h.r, 10, 0)); !cmp.Equal(got, []string{"ack-m0", "ack-m1"}) {
+		t.Errorf("drain: %v, want what was buffered, [ack-m0 ack-m1]", got)
+	}
+	for i, fh := range hs {
+		fh.check(t, fmt.Sprintf("m%d, buffered when the budget was crossed", i), 0, 0)
+	}
+	over.check(t, "the withheld delivery after the drain", 0, 1)
+	later.check(t, "the later withheld delivery after the drain", 0, 1)
+	h.checkCount("messages_nacked_budget", nackedBudget, 2)
+	if isDone(recvCtx) {
+		t.Error("the subscriber was stopped at the budget")
+	}
+	again := &fakeHandle{}
+	deliverTo(h.r, run, msg("again", "x"), again, "ack-again")
+	if got := ackIDsOf(drain(h.r, 10, 1)); !cmp.Equal(got, []string{"ack-again"}) {
+		t.Errorf("drain after the give-back: %v, want [ack-again]", got)
+	}
+	h.checkCount("subscriber_restarts", subscriberRestarts, 0)
+}
+
+// Without the client's flow control nothing bounds what would be
+// withheld: a delivery crossing the budget stops the subscriber, which
+// gives back all it holds until the next poll restarts it.
+func TestBudgetWithoutFlowControlStopsAndRestarts(t *testing.T) {
+	h := newReaderHarness(t, testConfig(t, func(c *Config) {
+		c.BufferMaxMessages = 2
+		c.MaxOutstandingMessages, c.MaxOutstandingBytes = -1, -1
+	}))
 	run := h.poll()
 	recvCtx := h.conn.nextReceive(t)
 	hs := deliverN(h.r, run, "m", 2)
@@ -107,7 +161,8 @@ func TestBudgetFullWaitsForRoom(t *testing.T) {
 }
 
 // What waits for room is capped at the budget's size: a delivery beyond
-// that stops the subscriber at once, without waiting.
+// that is withheld at once, and the waiting one still gets the room a
+// drain makes.
 func TestBudgetWaitingIsCapped(t *testing.T) {
 	h := newReaderHarness(t, testConfig(t, func(c *Config) { c.BufferMaxMessages = 1 }))
 	h.r.budgetWait = time.Minute
@@ -118,11 +173,25 @@ func TestBudgetWaitingIsCapped(t *testing.T) {
 
 	over := &fakeHandle{}
 	deliverTo(h.r, run, msg("over", "x"), over, "ack-over") // returns at once
-	awaitRunEnded(t, "subscriber whose delivery found the wait allowance full", run)
-	over.check(t, "the delivery beyond the wait allowance", 0, 1)
-	awaitDone(t, "subscriber whose delivery found the wait allowance full", recvCtx)
-	checkRefusedAfterWait(t, "the delivery waiting when its subscriber stopped", waiter, delivered)
-	h.checkUsage(0, 0)
+	if got := withheldIDs(t, h.r); !cmp.Equal(got, []string{"over"}) {
+		t.Errorf("withheld %v, want [over]", got)
+	}
+	if got := ackIDsOf(drain(h.r, 10, 0)); !cmp.Equal(got, []string{"ack-m0"}) {
+		t.Errorf("drain: %v, want [ack-m0]", got)
+	}
+	over.check(t, "the delivery beyond the wait allowance, after the drain", 0, 1)
+	select {
+	case <-delivered:
+	case <-time.After(waitLimit):
+		t.Fatalf("the waiting delivery was not buffered within %v of the drain that made room", waitLimit)
+	}
+	if got := ackIDsOf(drain(h.r, 10, 1)); !cmp.Equal(got, []string{"ack-waiter"}) {
+		t.Errorf("drain after the wait: %v, want [ack-waiter]", got)
+	}
+	waiter.check(t, "the delivery that waited", 0, 0)
+	if isDone(recvCtx) {
+		t.Error("the subscriber was stopped")
+	}
 }
 
 // Deliveries wait for room only where the client's flow control bounds how
@@ -171,9 +240,9 @@ func checkRefusedAfterWait(t *testing.T, what string, waiter *fakeHandle, delive
 	}
 }
 
-// A delivery still waiting for room when budgetWait runs out stops the
-// subscriber, as one crossing the budget without a wait does; one waiting
-// when its subscriber is stopped for another reason is refused.
+// A delivery still waiting for room when budgetWait runs out is withheld,
+// as one crossing the budget without a wait is; one waiting when its
+// subscriber is stopped for another reason is refused.
 func TestBudgetWaitRunsOutOrRunStops(t *testing.T) {
 	h := newReaderHarness(t, testConfig(t, func(c *Config) { c.BufferMaxMessages = 1 }))
 	h.r.budgetWait = 50 * time.Millisecond
@@ -182,16 +251,19 @@ func TestBudgetWaitRunsOutOrRunStops(t *testing.T) {
 	deliverN(h.r, run, "m", 1)
 	over := &fakeHandle{}
 	deliverTo(h.r, run, msg("over", "x"), over, "ack-over") // returns after budgetWait
-	awaitRunEnded(t, "subscriber whose delivery waited out budgetWait", run)
-	over.check(t, "the delivery that waited out budgetWait", 0, 1)
-	h.checkCount("messages_nacked_budget", nackedBudget, 2)
-	awaitDone(t, "subscriber whose delivery waited out budgetWait", recvCtx)
+	if got := withheldIDs(t, h.r); !cmp.Equal(got, []string{"over"}) {
+		t.Errorf("withheld %v after budgetWait, want [over]", got)
+	}
+	over.check(t, "the delivery that waited out budgetWait", 0, 0)
+	if isDone(recvCtx) {
+		t.Error("the subscriber was stopped")
+	}
 
 	h.r.budgetWait = time.Minute
-	run2 := h.poll()
-	h.conn.nextReceive(t)
-	deliverN(h.r, run2, "n", 1)
-	waiter, delivered := h.deliverWaiting(run2, msg("waiter", "x"))
+	drain(h.r, 10, 0)
+	over.check(t, "the withheld delivery after the drain", 0, 1)
+	deliverN(h.r, run, "n", 1)
+	waiter, delivered := h.deliverWaiting(run, msg("waiter", "x"))
 	h.r.release(nackedRelease)
 	checkRefusedAfterWait(t, "the delivery waiting when its split was released", waiter, delivered)
 	h.checkUsage(0, 0)
@@ -210,12 +282,17 @@ func TestBudgetByteLimit(t *testing.T) {
 
 	over := &fakeHandle{}
 	deliverTo(h.r, run, msg("b", "xxx"), over, "ack-b") // 8 + 3 > 10
-	awaitRunEnded(t, "subscriber crossing the byte budget", run)
-	over.check(t, "delivery crossing the byte budget", 0, 1)
-	if h.count(nackedBudget) < 1 {
-		t.Error("the budget nack was not counted")
+	if got := withheldIDs(t, h.r); !cmp.Equal(got, []string{"b"}) {
+		t.Errorf("withheld %v, want [b]", got)
 	}
-	awaitDone(t, "subscriber crossing the byte budget", recvCtx)
+	if got := ackIDsOf(drain(h.r, 10, 0)); !cmp.Equal(got, []string{"ack-a"}) {
+		t.Errorf("drain: %v, want [ack-a]", got)
+	}
+	over.check(t, "delivery crossing the byte budget, after the drain", 0, 1)
+	h.checkCount("messages_nacked_budget", nackedBudget, 1)
+	if isDone(recvCtx) {
+		t.Error("the subscriber was stopped")
+	}
 }
 
 func TestBudgetAdmitsOversizedMessageWhenNothingIsBuffered(t *testing.T) {
@@ -238,10 +315,12 @@ func TestBudgetAdmitsOversizedMessageWhenNothingIsBuffered(t *testing.T) {
 		t.Error("the subscriber was stopped")
 	}
 
-	// With something buffered, a message that does not fit is refused.
+	// With something buffered, a message that does not fit is withheld.
 	deliverTo(h.r, run, msg("small", "x"), &fakeHandle{}, "ack-small")
 	over := &fakeHandle{}
 	deliverTo(h.r, run, msg("big2", big), over, "ack-big2")
-	awaitRunEnded(t, "subscriber crossing the byte budget", run)
-	over.check(t, "oversized message with something buffered", 0, 1)
+	if got := withheldIDs(t, h.r); !cmp.Equal(got, []string{"big2"}) {
+		t.Errorf("withheld %v, want [big2]", got)
+	}
+	over.check(t, "oversized message with something buffered", 0, 0)
 }

@@ -51,8 +51,9 @@ type splitState struct {
 	at       time.Time
 	buffered int
 	// listening is false while the split's subscriber is stopped, waits for
-	// room in the budget, or holds as much as flow control lets Pub/Sub
-	// send: what arrives after that has waited on the server.
+	// room in the budget or withholds deliveries, or holds as much as flow
+	// control lets Pub/Sub send: what arrives after that has waited on the
+	// server.
 	listening bool
 	// listeningSince is when the split last received a message, or started
 	// listening; at while it is not listening, so that it never looks idle
@@ -96,7 +97,7 @@ func (r *splitReader) stateLocked() splitState {
 	s := splitState{
 		at:             now,
 		buffered:       r.ledger.buffered,
-		listening:      r.running != nil && r.waiting == 0 && !r.throttledLocked(),
+		listening:      r.running != nil && r.waiting == 0 && len(r.ledger.withheld) == 0 && !r.throttledLocked(),
 		listeningSince: r.lastArrival,
 		oldestBuffered: r.ledger.oldestBuffered(),
 	}
@@ -114,13 +115,18 @@ func (r *splitReader) stateLocked() splitState {
 // streams' flow control lets Pub/Sub send: the server waits for acks then.
 func (r *splitReader) throttledLocked() bool {
 	limit := r.cfg.MaxOutstandingMessages
-	return limit > 0 && r.ledger.buffered+len(r.ledger.pending) >= limit*r.cfg.ParallelPullCount
+	return limit > 0 && r.ledger.buffered+len(r.ledger.withheld)+len(r.ledger.pending) >= limit*r.cfg.ParallelPullCount
 }
 
 // abandonBundle gives back what bundle seq emitted: it failed, so the
-// runner discards its output.
+// runner discards its output. The nacks go out through the client and,
+// before it returns, with the RPC: the client sends nacks in batches every
+// 100 ms, and Beam Go waits for nothing once a bundle failed, so a worker
+// that exits at once would leave them unsent and the messages waiting out
+// their leases.
 func (r *splitReader) abandonBundle(seq int64) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.ledger.giveBackFrom(seq)
+	nacks, conn := r.ledger.giveBackFrom(seq), r.conn
+	r.mu.Unlock()
+	r.sendByRPC(conn, nil, nacks)
 }

@@ -160,10 +160,12 @@ type Config struct {
 	// BufferMaxMessages and BufferMaxBytes are the hard budget of messages
 	// received and not yet emitted, per read per worker process. A delivery
 	// that finds it full waits up to 10 s for a bundle to make room, holding
-	// the split's streams back; then its subscriber is stopped and gives
-	// back all it holds until polled again. A read holds at most twice its
-	// budget. If zero, DefaultBufferMaxMessages (10,000) and
-	// DefaultBufferMaxBytes (64 MiB) are used. README, Tuning.
+	// the split's streams back; then it is withheld, leased without its
+	// payload, and given back for redelivery when the next bundle makes
+	// room, while what is buffered stays for that bundle. A read holds at
+	// most twice its budget. If zero, DefaultBufferMaxMessages (10,000) and
+	// DefaultBufferMaxBytes (64 MiB) are used; Read warns about a byte
+	// budget under three of Pub/Sub's largest messages. README, Tuning.
 	BufferMaxMessages int
 	BufferMaxBytes    int64
 
@@ -237,11 +239,7 @@ type Config struct {
 // warnings explains settings that are valid but probably not meant; read
 // logs them at construction. now is the construction time.
 func (cfg Config) warnings(now time.Time) []string {
-	out := cfg.setupWarnings(now)
-	if w := cfg.budgetWarning(); w != "" {
-		out = append(out, w)
-	}
-	return out
+	return append(cfg.setupWarnings(now), cfg.budgetWarnings()...)
 }
 
 // withDefaults returns cfg with every zero field set to its default and the

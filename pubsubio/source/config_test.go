@@ -291,8 +291,9 @@ func TestTryReadRejectsDirectRunner(t *testing.T) {
 }
 
 // A read whose streams may be sent more than the buffer budget of a worker
-// that runs all its splits is warned about at construction; the defaults,
-// and 10 streams (10 x 1000 = the default budget), are not.
+// that runs all its splits, or whose byte budget holds fewer than three of
+// the largest messages, is warned about at construction; the defaults, and
+// 10 streams (10 x 1000 = the default budget), are not.
 func TestBudgetWarning(t *testing.T) {
 	now := time.Now()
 	for _, tc := range []struct {
@@ -309,6 +310,9 @@ func TestBudgetWarning(t *testing.T) {
 			[]string{"a worker that runs all 12 split(s) may be sent 12000 unacked messages", "ParallelPullCount 1", "to 12000"}},
 		{"small budget", func(c *Config) { c.BufferMaxMessages = 500 },
 			[]string{"1000 unacked", "BufferMaxMessages 500"}},
+		{"byte budget of three 10 MB messages", func(c *Config) { c.BufferMaxBytes = 30_000_000 }, nil},
+		{"byte budget under three 10 MB messages", func(c *Config) { c.BufferMaxBytes = 1 << 20 },
+			[]string{"BufferMaxBytes 1048576 holds fewer than three", "10000000 bytes each", "at least 30000000"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := testConfig(t, tc.edit).warnings(now)

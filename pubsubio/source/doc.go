@@ -24,7 +24,8 @@
 //   - The client's callback (intake.go) turns each message into a
 //     delivery, decodes it once (decode.go: event time and payload format)
 //     and buffers it within the buffer budget (budget.go), waiting for room
-//     or stopping the subscriber when the budget stays full.
+//     or, when the budget stays full, withholding it without its payload
+//     until the next bundle gives it back.
 //   - Each bundle (bundle.go, readfn.go) acks what the committed bundle
 //     before it emitted, takes what is buffered, emits it at its event time
 //     (or as a dead letter, under DecodePolicy), and checkpoints with the
@@ -34,7 +35,7 @@
 //     until it is acked (through the held message, with the Acknowledge RPC
 //     when the residual resumed in another process (ackid.go), or by a
 //     finalization callback where the SDK delivers them, finalization.go)
-//     or given back: at once after a failed bundle, when the subscriber
-//     stops, or when the split is released for LeaseIdle.
+//     or given back: with the RPC after a failed bundle, when the
+//     subscriber stops, or when the split is released for LeaseIdle.
 //   - acklatency.go measures emission to ack; metrics.go reports to Beam.
 package source

@@ -203,6 +203,22 @@ func (f *fakePuller) noMoreReceives(t *testing.T) {
 	}
 }
 
+// withheldIDs returns the message IDs r withholds, in arrival order, and
+// fails t if one of them kept its payload.
+func withheldIDs(t *testing.T, r *splitReader) []string {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []string
+	for _, d := range r.ledger.withheld {
+		if d.msg.Data != nil || d.msg.Attributes != nil {
+			t.Errorf("withheld message %s kept its payload", d.msg.ID)
+		}
+		ids = append(ids, d.msg.ID)
+	}
+	return ids
+}
+
 // awaitRunEnded waits for a stopped receive to return: by then the fake
 // has nacked its inventory, as the client's shutdown does.
 func awaitRunEnded(t *testing.T, what string, run *receiveRun) {
@@ -274,8 +290,8 @@ func newReaderHarness(t *testing.T, cfg Config) *readerHarness {
 		h.dials.Add(1)
 		return h.conn, nil
 	})
-	// Deliveries crossing the budget stop the subscriber at once; the wait
-	// for room has its own tests.
+	// Deliveries crossing the budget are withheld at once; the wait for
+	// room has its own tests.
 	h.r.budgetWait = 0
 	t.Cleanup(func() { h.r.release(nackedRelease) })
 	return h
@@ -331,8 +347,6 @@ func pollRun(t *testing.T, r *splitReader) *receiveRun {
 	}
 	return r.running
 }
-
-func (h *readerHarness) count(c counter) int64 { return h.stats.get(c) }
 
 func (h *readerHarness) checkCount(name string, c counter, want int64) {
 	h.t.Helper()
@@ -415,6 +429,39 @@ func (f *fakeServer) topicWithSubs(t *testing.T, name string, n int) (string, []
 		subs = append(subs, sub)
 	}
 	return topic, subs
+}
+
+// publishLarge publishes n messages of size bytes, one per request (pstest
+// takes requests of at most 4 MiB), and returns their IDs.
+func (f *fakeServer) publishLarge(t *testing.T, topic string, n, size int) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pub := f.client.Publisher(topic)
+	pub.PublishSettings.CountThreshold = 1
+	defer pub.Stop()
+	ids := make([]string, n)
+	for i := range ids {
+		data := make([]byte, size)
+		copy(data, fmt.Sprint(i))
+		id, err := pub.Publish(ctx, &pubsub.Message{Data: data}).Get(ctx)
+		if err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+		ids[i] = id
+	}
+	return ids
+}
+
+// acked counts the messages among ids that pstest saw acked.
+func (f *fakeServer) acked(ids []string) int {
+	n := 0
+	for _, id := range ids {
+		if m := f.srv.Message(id); m != nil && m.Acks > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // publish publishes n messages and returns their IDs.

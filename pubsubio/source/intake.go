@@ -41,10 +41,10 @@ func newDelivery(msg model.Message, h handle, id ackID, cfg Config) *delivery {
 }
 
 // deliver buffers d, received by run. If the budget is full it waits up to
-// budgetWait for a bundle to make room, and then stops the subscriber
-// (under ordering, the client runs a key's next callback only after this
-// one returns). It reports whether it took d; what it did not take is
-// given back with the RPC once the subscriber stopped (puller.receive).
+// budgetWait for a bundle to make room (holding the client back), and if
+// none came it is over budget (overBudgetLocked). It reports whether the
+// split took d; what it did not take is given back with the RPC once the
+// subscriber stopped (puller.receive).
 func (r *splitReader) deliver(run *receiveRun, d *delivery) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -52,24 +52,51 @@ func (r *splitReader) deliver(run *receiveRun, d *delivery) bool {
 		return r.refuseLocked(d)
 	}
 	r.ledger.supersede(d.msg.ID)
-	if !r.budget.reserve(d.size) && !r.awaitRoomLocked(run, d.size) {
+	// Once one delivery is withheld, every later one is too until a bundle
+	// makes room, so that none overtakes it (under ordering, the client
+	// runs a key's next callback only after this one returns).
+	if len(r.ledger.withheld) > 0 || !r.budget.reserve(d.size) && !r.awaitRoomLocked(run, d.size) {
 		if r.running != run {
 			return r.refuseLocked(d)
 		}
-		// Not nacked here: it is not taken, so once the stop below ends the
-		// subscriber it is given back with the RPC, with what the client
-		// pulled and never delivered (pulled.go).
-		r.stats.add(nackedBudget, 1)
-		r.ledger.givenBack.add(d.msg.ID, d.eventTime, r.now())
-		log.Warnf(context.Background(), "pubsubio.Read: buffer budget of %d messages / %d bytes reached and no bundle made room within %v; stopping the subscriber of %s until it is polled again (raise BufferMaxMessages/BufferMaxBytes)",
-			r.cfg.BufferMaxMessages, r.cfg.BufferMaxBytes, r.budgetWait, r.split.Subscription)
-		r.stopLocked(nackedBudget)
-		return false
+		return r.overBudgetLocked(d)
 	}
 	d.arrived = r.now()
 	r.ledger.hold(d)
 	r.lastArrival = d.arrived
 	r.lags.add(d.arrived, d.arrived.Sub(d.eventTime))
+	return true
+}
+
+// overBudgetLocked takes d, which found the budget full and got no room,
+// without keeping its payload: it stays leased by the running subscriber,
+// whose flow control counts it, and the next bundle gives it back into the
+// room it makes (returnWithheld). What is buffered stays for that bundle,
+// so the read progresses while the budget holds one message. Without the
+// client's flow control nothing would bound what is withheld, so the
+// subscriber is stopped instead and gives back all it holds until it is
+// polled again.
+func (r *splitReader) overBudgetLocked(d *delivery) bool {
+	if r.cfg.MaxOutstandingMessages <= 0 {
+		// Not nacked here: it is not taken, so once the stop below ends the
+		// subscriber it is given back with the RPC, with what the client
+		// pulled and never delivered (pulled.go).
+		r.stats.add(nackedBudget, 1)
+		r.ledger.givenBack.add(d.msg.ID, d.eventTime, r.now())
+		log.Warnf(context.Background(), "pubsubio.Read: buffer budget of %d messages / %d bytes full with MaxOutstandingMessages %d (no flow control); stopping the subscriber of %s and giving back all it holds until it is polled again (raise BufferMaxMessages/BufferMaxBytes, or set MaxOutstandingMessages)",
+			r.cfg.BufferMaxMessages, r.cfg.BufferMaxBytes, r.cfg.MaxOutstandingMessages, r.split.Subscription)
+		r.stopLocked(nackedBudget)
+		return false
+	}
+	if len(r.ledger.withheld) == 0 {
+		log.Warnf(context.Background(), "pubsubio.Read: buffer budget of %d messages / %d bytes full (%d buffered for the next bundle of %s, %d deliveries waiting up to %v for room); holding later deliveries without their payload until a bundle makes room, then giving them back for redelivery (raise BufferMaxMessages/BufferMaxBytes)",
+			r.cfg.BufferMaxMessages, r.cfg.BufferMaxBytes, r.ledger.buffered, r.split.Subscription, r.waiting, r.budgetWait)
+	}
+	d.msg.Data, d.msg.Attributes = nil, nil
+	if m, ok := d.handle.(*pubsub.Message); ok {
+		m.Data, m.Attributes = nil, nil
+	}
+	r.ledger.withhold(d)
 	return true
 }
 

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // registryHarness is a registry with a hand-moved clock whose dial hands
@@ -68,7 +70,6 @@ func TestRegistryReleasesIdleSplits(t *testing.T) {
 	if rsA != rsB {
 		t.Fatal("two splits of one read got different read states")
 	}
-	rB.budgetWait = 0 // B's crossing delivery stops its subscriber at once
 	runA, runB := pollRun(t, rA), pollRun(t, rB)
 	ctxA, ctxB := h.conn(0).nextReceive(t), h.conn(1).nextReceive(t)
 	heldA := deliverN(rA, runA, "a", 3)
@@ -153,7 +154,7 @@ func TestBudgetSharedBySplitsOfOneRead(t *testing.T) {
 		t.Fatal("two reads share a budget")
 	}
 
-	rB.budgetWait = 0 // B's crossing delivery stops its subscriber at once
+	rB.budgetWait = 0 // B's crossing delivery is withheld at once
 	runA, runB := pollRun(t, rA), pollRun(t, rB)
 	ctxA, ctxB := h.conn(0).nextReceive(t), h.conn(1).nextReceive(t)
 	runOther := pollRun(t, rOther)
@@ -161,14 +162,12 @@ func TestBudgetSharedBySplitsOfOneRead(t *testing.T) {
 
 	over := &fakeHandle{}
 	deliverTo(rB, runB, msg("b0", "x"), over, "ack-b0")
-	awaitRunEnded(t, "split B crossing the budget", runB)
-	over.check(t, "split B's delivery crossing the shared budget", 0, 1)
-	if got := rsA.stats.get(nackedBudget); got != 1 {
-		t.Errorf("messages_nacked_budget = %d, want 1", got)
+	if got := withheldIDs(t, rB); !cmp.Equal(got, []string{"b0"}) {
+		t.Errorf("split B withholds %v, want [b0]", got)
 	}
-	awaitDone(t, "split B crossing the budget", ctxB)
-	if isDone(ctxA) {
-		t.Error("split A was stopped by split B's delivery")
+	over.check(t, "split B's delivery crossing the shared budget, withheld", 0, 0)
+	if isDone(ctxA) || isDone(ctxB) {
+		t.Error("a split was stopped at the budget")
 	}
 	for i, fh := range heldA {
 		fh.check(t, fmt.Sprintf("a%d", i), 0, 0)
@@ -179,19 +178,24 @@ func TestBudgetSharedBySplitsOfOneRead(t *testing.T) {
 	deliverTo(rOther, runOther, msg("o0", "x"), other, "ack-o0")
 	other.check(t, "another read's delivery", 0, 0)
 
-	// Draining A frees the shared budget; B's next poll restarts it and
-	// its deliveries fit again.
+	// Draining A frees the shared budget; B's next bundle gives back what
+	// it withheld, and its deliveries fit again.
 	drain(rA, 10, 0)
-	runB2 := pollRun(t, rB)
-	h.conn(1).nextReceive(t)
-	if got := rsA.stats.get(subscriberRestarts); got != 1 {
-		t.Errorf("subscriber_restarts = %d, want 1", got)
+	if got := drain(rB, 10, 0); len(got) != 0 {
+		t.Errorf("split B drained %v, want nothing", ackIDsOf(got))
+	}
+	over.check(t, "split B's withheld delivery after B's next bundle", 0, 1)
+	if got := rsA.stats.get(nackedBudget); got != 1 {
+		t.Errorf("messages_nacked_budget = %d, want 1", got)
 	}
 	fits := &fakeHandle{}
-	deliverTo(rB, runB2, msg("b1", "x"), fits, "ack-b1")
+	deliverTo(rB, runB, msg("b1", "x"), fits, "ack-b1")
 	fits.check(t, "split B's delivery after A drained", 0, 0)
-	if got := ackIDsOf(drain(rB, 10, 0)); len(got) != 1 || got[0] != "ack-b1" {
+	if got := ackIDsOf(drain(rB, 10, 1)); len(got) != 1 || got[0] != "ack-b1" {
 		t.Errorf("split B drained %v, want [ack-b1]", got)
+	}
+	if got := rsA.stats.get(subscriberRestarts); got != 0 {
+		t.Errorf("subscriber_restarts = %d, want 0", got)
 	}
 }
 

@@ -135,7 +135,7 @@ func (r *splitReader) receive(ctx context.Context, run *receiveRun, conn puller)
 			err = fmt.Errorf("the subscriber stopped without an error")
 		}
 		r.failure = describeReceiveError(r.split.Subscription, err)
-		go r.sendAfterStop(conn, r.ledger.takeRecentAcks(r.now()), nacks)
+		go r.sendByRPC(conn, r.ledger.takeRecentAcks(r.now()), nacks)
 		return
 	}
 	if err != nil && run.stopping {
@@ -170,7 +170,7 @@ func (r *splitReader) stopLocked(reason counter) {
 	acks, conn := r.ledger.takeRecentAcks(r.now()), r.conn
 	go func() {
 		r.awaitStop(run)
-		r.sendAfterStop(conn, acks, nacks)
+		r.sendByRPC(conn, acks, nacks)
 		r.mu.Lock()
 		if r.stopping == run {
 			r.stopping = nil // abandoned after ShutdownTimeout: a new run may start anyway
@@ -215,7 +215,7 @@ func (r *splitReader) release(reason counter) {
 	acks := r.ledger.takeRecentAcks(r.now())
 	r.mu.Unlock()
 	stopped := run == nil || r.awaitStop(run)
-	r.sendAfterStop(conn, acks, nacks)
+	r.sendByRPC(conn, acks, nacks)
 	if !stopped {
 		go func() { <-run.done; closeQuietly(conn) }()
 		return
