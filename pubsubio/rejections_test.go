@@ -229,6 +229,8 @@ func rejections() []rejection {
 			o.Filter = `attributes.kind = "` + strings.Repeat("x", 250) + `"`
 		}),
 		create("Create.Filter blank", func(o *pubsubio.SubscriptionCreateOptions) { o.Filter = "  " }),
+		create("Create.Filter unterminated string", func(o *pubsubio.SubscriptionCreateOptions) { o.Filter = `attributes.kind = "order` }),
+		create("Create.Filter not on attributes", func(o *pubsubio.SubscriptionCreateOptions) { o.Filter = `kind = "order"` }),
 		read("Create without message ordering under PER_KEY", func(c *pubsubio.ReadConfig) {
 			c.Ordering = pubsubio.OrderingPerKey
 			c.Setup = []pubsubio.SubscriptionSetup{{Subscription: goodSub, Create: pubsubio.SubscriptionCreateOptions{Topic: goodTopic}}}

@@ -61,8 +61,9 @@ type SubscriptionCreateOptions struct {
 	// Pub/Sub's); only with DeadLetterTopic.
 	MaxDeliveryAttempts int
 	// Filter delivers only messages whose attributes match this expression
-	// in Pub/Sub's filter language (at most 256 bytes); Pub/Sub acks the rest
-	// itself. Fixed at creation.
+	// in Pub/Sub's filter language (at most 256 bytes; its shape is checked
+	// at construction, the rest by Pub/Sub); Pub/Sub acks the rest itself.
+	// Fixed at creation. https://cloud.google.com/pubsub/docs/filtering
 	Filter string
 }
 
@@ -135,6 +136,8 @@ func (o SubscriptionCreateOptions) validate(field string) []error {
 		bad("Filter is %d bytes, over Pub/Sub's %d", len(o.Filter), maxFilterBytes)
 	} else if o.Filter != "" && strings.TrimSpace(o.Filter) == "" {
 		bad("Filter %q is blank; leave it empty to deliver every message", o.Filter)
+	} else if why := filterSyntaxError(o.Filter); o.Filter != "" && why != "" {
+		bad("Filter %q is not in Pub/Sub's filter language: %s", o.Filter, why)
 	}
 	return errs
 }

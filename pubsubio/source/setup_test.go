@@ -131,7 +131,7 @@ func TestSetupValidationAcceptsBoundaryValues(t *testing.T) {
 			o.ExpirationTTL = 24 * time.Hour
 			o.DeadLetterTopic = deadTopic
 			o.MaxDeliveryAttempts = 5
-			o.Filter = strings.Repeat("a", 256)
+			o.Filter = "attributes:" + strings.Repeat("a", 256-len("attributes:"))
 		})),
 		"every create option at its upper bound": withSetup(createWith(func(o *SubscriptionCreateOptions) {
 			o.AckDeadline = 600 * time.Second
