@@ -37,36 +37,40 @@ func (s Settings) rpcTimeout() time.Duration {
 // Call runs f, one RPC that api ("pubsubio.Read") makes on its own behalf,
 // named by call ("GetSubscription projects/p/subscriptions/s"), under a
 // deadline of RPCTimeout, or ctx's if that is sooner. While f has not
-// returned, Call logs every 10 s (every quarter of the timeout, if that is
+// returned, Call logs every 10 s (every quarter of the wait, if that is
 // shorter) what it waits for. If the service never answered in time
 // (DEADLINE_EXCEEDED or UNAVAILABLE), the error names the call, the
-// endpoint and the timeout; other errors are f's, for the caller to
+// endpoint and the limit; other errors are f's, for the caller to
 // describe.
 func (s Settings) Call(ctx context.Context, api, call string, f func(context.Context) error) error {
-	timeout := s.rpcTimeout()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	start := time.Now()
+	limit := fmt.Sprintf("Connection.RPCTimeout %v", s.rpcTimeout())
+	if d, ok := ctx.Deadline(); ok && d.Before(start.Add(s.rpcTimeout())) {
+		limit = fmt.Sprintf("the step's own %v", d.Sub(start).Round(time.Millisecond))
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.rpcTimeout())
+	defer cancel()
+	deadline, _ := ctx.Deadline()
 	done, exited := make(chan struct{}), make(chan struct{})
 	defer func() { close(done); <-exited }() // nothing is logged after Call returned
 	go func() {
 		defer close(exited)
-		tick := time.NewTicker(min(slowCallLogEvery, timeout/4))
+		tick := time.NewTicker(max(min(slowCallLogEvery, deadline.Sub(start)/4), time.Millisecond))
 		defer tick.Stop()
 		for {
 			select {
 			case <-done:
 				return
 			case <-tick.C:
-				log.Warnf(ctx, "%s: %s at %s has not answered after %v; the client retries until Connection.RPCTimeout %v",
-					api, call, s.Endpoint(), time.Since(start).Round(time.Millisecond), timeout)
+				log.Warnf(ctx, "%s: %s at %s has not answered after %v; the client retries until %s",
+					api, call, s.Endpoint(), time.Since(start).Round(time.Millisecond), limit)
 			}
 		}
 	}()
 	err := f(ctx)
 	if code, _ := grpccode.Of(err); err != nil && (code == codes.DeadlineExceeded || code == codes.Unavailable) {
-		return fmt.Errorf("%s at %s got no answer within %v: check that the endpoint is right and reachable from the workers, or raise Connection.RPCTimeout: %w",
-			call, s.Endpoint(), time.Since(start).Round(time.Millisecond), err)
+		return fmt.Errorf("%s at %s got no answer within %s: check that the endpoint is right and reachable from the workers: %w",
+			call, s.Endpoint(), limit, err)
 	}
 	return err
 }

@@ -38,7 +38,7 @@ func TestCallToAnEndpointThatNeverAnswers(t *testing.T) {
 			case <-time.After(time.Minute):
 				t.Fatal("the call did not return within a minute with RPCTimeout 2s")
 			}
-			for _, want := range []string{"GetSubscription " + sub, "at " + endpoint, "no answer within", "Connection.RPCTimeout"} {
+			for _, want := range []string{"GetSubscription " + sub, "at " + endpoint, "no answer within Connection.RPCTimeout 2s"} {
 				if err == nil || !strings.Contains(err.Error(), want) {
 					t.Errorf("error %v does not contain %q", err, want)
 				}
@@ -47,6 +47,25 @@ func TestCallToAnEndpointThatNeverAnswers(t *testing.T) {
 				t.Errorf("nothing naming the call and the endpoint was logged while the call waited; logs: %q", logs.all())
 			}
 		})
+	}
+}
+
+// A call under a caller's deadline sooner than RPCTimeout says so, rather
+// than advise raising RPCTimeout.
+func TestCallNamesTheCallersDeadline(t *testing.T) {
+	s := Settings{EmulatorEndpoint: deadAddr(t)}
+	c, err := NewClient(context.Background(), fakeProject, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err = s.Call(ctx, "pubsubio.Read", "Acknowledge s", func(ctx context.Context) error {
+		return c.SubscriptionAdminClient.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{Subscription: "projects/" + fakeProject + "/subscriptions/s", AckIds: []string{"a"}})
+	})
+	if err == nil || !strings.Contains(err.Error(), "no answer within the step's own") || strings.Contains(err.Error(), "RPCTimeout") {
+		t.Errorf("error %v, want it to name the caller's deadline and not RPCTimeout", err)
 	}
 }
 

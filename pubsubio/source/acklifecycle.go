@@ -66,10 +66,16 @@ type ledger struct {
 
 	buffer     []*delivery // FIFO; entries no longer buffered are skipped when drained
 	buffered   int
-	withheld   []*delivery // in arrival order
 	pending    map[ackID]*delivery
 	held       map[string]*delivery // by message ID, buffered or pending
 	recentAcks []recentAck
+
+	// What is withheld while the budget is full, in arrival order, and what
+	// was given back from it to come back, by message ID and counted per
+	// ordering key (withheld.go).
+	withheld     []*delivery
+	returned     map[string]returnedMsg
+	returnedKeys map[string]int
 }
 
 // recentAck is an ack handed to the client. The client sends acks every
@@ -86,7 +92,11 @@ type recentAck struct {
 const recentAckWindow = time.Second
 
 func newLedger(b *budget, s *stats, g *givenBack, now func() time.Time) ledger {
-	return ledger{budget: b, stats: s, givenBack: g, now: now, pending: map[ackID]*delivery{}, held: map[string]*delivery{}}
+	return ledger{
+		budget: b, stats: s, givenBack: g, now: now,
+		pending: map[ackID]*delivery{}, held: map[string]*delivery{},
+		returned: map[string]returnedMsg{}, returnedKeys: map[string]int{},
+	}
 }
 
 // supersede gives back the copy of message id the split holds, if any: a
@@ -148,8 +158,8 @@ func returns(reason counter) bool {
 }
 
 // drain moves up to max buffered deliveries to pending under bundle seq and
-// returns them in arrival order. It gives back what was withheld, for
-// Pub/Sub to redeliver into the room the drain made.
+// returns them in arrival order. It gives back what was withheld and fits
+// the room the drain made, for Pub/Sub to redeliver into it.
 func (l *ledger) drain(max int, seq int64, now time.Time) []*delivery {
 	var out []*delivery
 	var bytes int64
@@ -171,7 +181,7 @@ func (l *ledger) drain(max int, seq int64, now time.Time) []*delivery {
 		// Once for the batch: freeing room wakes every delivery waiting for it.
 		l.budget.free(len(out), bytes)
 	}
-	l.returnWithheld()
+	l.returnWithheld(now)
 	return out
 }
 
@@ -244,26 +254,12 @@ func (l *ledger) giveBackAll(reason counter) []string {
 		giveBack(d)
 	}
 	l.withheld = nil
+	clear(l.returned)
+	clear(l.returnedKeys)
 	for _, d := range l.pending {
 		giveBack(d)
 	}
 	return remoteAckIDs(ids)
-}
-
-// withhold keeps d, which found the budget full, until returnWithheld or
-// giveBackAll gives it back.
-func (l *ledger) withhold(d *delivery) {
-	d.state = withheld
-	l.withheld = append(l.withheld, d)
-}
-
-// returnWithheld gives back, through the running subscriber, what was
-// withheld.
-func (l *ledger) returnWithheld() {
-	for _, d := range l.withheld {
-		l.end(d, nackIt, nackedBudget)
-	}
-	l.withheld = nil
 }
 
 // oldestBuffered is the oldest event time among deliveries not yet

@@ -29,7 +29,7 @@ type budget struct {
 }
 
 // budgetWait is how long a delivery waits for room when the budget is full
-// before its subscriber is stopped. While it waits, the client's flow
+// before it is withheld (withheld.go). While it waits, the client's flow
 // control holds back the split's streams (the client counts a message
 // until its callback returns), so a pipeline that is only behind is paused
 // instead of being made to give back everything and pull it again
@@ -131,6 +131,14 @@ func (b *budget) free(messages int, bytes int64) {
 		close(b.room)
 		b.room = nil
 	}
+}
+
+// spare returns how much more fits beside what is buffered and what waits,
+// and whether nothing is buffered.
+func (b *budget) spare() (messages int, bytes int64, empty bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.maxMessages - b.messages - b.waitingMessages, b.maxBytes - b.bytes - b.waitingBytes, b.messages == 0
 }
 
 // usage returns what is buffered now.

@@ -58,6 +58,71 @@ func TestBudgetFullWithholdsAndKeepsWhatIsBuffered(t *testing.T) {
 	h.checkCount("subscriber_restarts", subscriberRestarts, 0)
 }
 
+// A drain gives back only the oldest withheld deliveries that fit the room
+// it made, and takes them back when they are redelivered, ahead of later
+// deliveries; a release gives back the rest with the RPC.
+func TestBudgetReturnsWhatFitsAndTakesItBack(t *testing.T) {
+	h := newReaderHarness(t, testConfig(t, func(c *Config) { c.BufferMaxMessages = 2 }))
+	run := h.poll()
+	deliverN(h.r, run, "m", 2)
+	a, b, c := &fakeHandle{}, &fakeHandle{}, &fakeHandle{}
+	deliverTo(h.r, run, msg("a", "x"), a, "ack-a")
+	deliverTo(h.r, run, msg("b", "x"), b, "ack-b")
+	deliverTo(h.r, run, msg("c", "x"), c, "ack-c")
+	if got := ackIDsOf(drain(h.r, 1, 0)); !cmp.Equal(got, []string{"ack-m0"}) {
+		t.Fatalf("drain: %v, want [ack-m0]", got)
+	}
+	a.check(t, "a, the oldest withheld, fitting the room of one", 0, 1)
+	b.check(t, "b, not fitting", 0, 0)
+	c.check(t, "c, not fitting", 0, 0)
+
+	// a's redelivery passes what is still withheld; a new delivery does not.
+	again := &fakeHandle{}
+	deliverTo(h.r, run, msg("a", "x"), again, "ack-a2")
+	deliverTo(h.r, run, msg("d", "x"), &fakeHandle{}, "ack-d")
+	if got := withheldIDs(t, h.r); !cmp.Equal(got, []string{"b", "c", "d"}) {
+		t.Errorf("withheld %v, want [b c d]", got)
+	}
+	h.checkCount("messages_nacked_budget", nackedBudget, 1)
+
+	h.r.release(nackedRelease)
+	if got, want := sorted(h.conn.nackedByRPC()), []string{"ack-a2", "ack-b", "ack-c", "ack-d", "ack-m0", "ack-m1"}; !cmp.Equal(got, want) {
+		t.Errorf("the release gave back by RPC %v, want everything it held (m0 emitted, m1 and a2 buffered, b c d withheld), %v", got, want)
+	}
+}
+
+// Under OrderingPerKey a key whose withheld message went back holds its
+// later deliveries back until the redelivery arrives, so none overtakes it.
+func TestBudgetWithheldKeyIsNotOvertaken(t *testing.T) {
+	h := newReaderHarness(t, testConfig(t, func(c *Config) {
+		c.BufferMaxMessages = 1
+		c.Ordering = OrderingPerKey
+	}))
+	run := h.poll()
+	keyed := func(id string) *pubsub.Message {
+		m := msg(id, "x")
+		m.OrderingKey = "k"
+		return m
+	}
+	deliverTo(h.r, run, keyed("k1"), &fakeHandle{}, "ack-k1")
+	k2 := &fakeHandle{}
+	deliverTo(h.r, run, keyed("k2"), k2, "ack-k2")
+	if got := ackIDsOf(drain(h.r, 10, 0)); !cmp.Equal(got, []string{"ack-k1"}) {
+		t.Fatalf("drain: %v, want [ack-k1]", got)
+	}
+	k2.check(t, "k2, withheld and given back", 0, 1)
+
+	// Nothing is withheld now and there is room, yet k3 waits for k2.
+	deliverTo(h.r, run, keyed("k3"), &fakeHandle{}, "ack-k3")
+	if got := withheldIDs(t, h.r); !cmp.Equal(got, []string{"k3"}) {
+		t.Errorf("withheld %v, want [k3]: it would overtake k2's redelivery", got)
+	}
+	deliverTo(h.r, run, keyed("k2"), &fakeHandle{}, "ack-k2-again")
+	if got := ackIDsOf(drain(h.r, 10, 1)); !cmp.Equal(got, []string{"ack-k2-again"}) {
+		t.Errorf("drain: %v, want k2's redelivery first", got)
+	}
+}
+
 // Without the client's flow control nothing bounds what would be
 // withheld: a delivery crossing the budget stops the subscriber, which
 // gives back all it holds until the next poll restarts it.
@@ -161,8 +226,8 @@ func TestBudgetFullWaitsForRoom(t *testing.T) {
 }
 
 // What waits for room is capped at the budget's size: a delivery beyond
-// that is withheld at once, and the waiting one still gets the room a
-// drain makes.
+// that is withheld at once, and the waiting one gets the room a drain
+// makes before anything withheld goes back.
 func TestBudgetWaitingIsCapped(t *testing.T) {
 	h := newReaderHarness(t, testConfig(t, func(c *Config) { c.BufferMaxMessages = 1 }))
 	h.r.budgetWait = time.Minute
@@ -179,7 +244,8 @@ func TestBudgetWaitingIsCapped(t *testing.T) {
 	if got := ackIDsOf(drain(h.r, 10, 0)); !cmp.Equal(got, []string{"ack-m0"}) {
 		t.Errorf("drain: %v, want [ack-m0]", got)
 	}
-	over.check(t, "the delivery beyond the wait allowance, after the drain", 0, 1)
+	// The room the drain made is the waiter's: nothing withheld goes back.
+	over.check(t, "the delivery beyond the wait allowance, after the first drain", 0, 0)
 	select {
 	case <-delivered:
 	case <-time.After(waitLimit):
@@ -189,6 +255,7 @@ func TestBudgetWaitingIsCapped(t *testing.T) {
 		t.Errorf("drain after the wait: %v, want [ack-waiter]", got)
 	}
 	waiter.check(t, "the delivery that waited", 0, 0)
+	over.check(t, "the delivery beyond the wait allowance, after the second drain", 0, 1)
 	if isDone(recvCtx) {
 		t.Error("the subscriber was stopped")
 	}

@@ -50,6 +50,7 @@ func (r *splitReader) beginBundle(ctx context.Context, rest Restriction, limit i
 type splitState struct {
 	at       time.Time
 	buffered int
+	withheld int
 	// listening is false while the split's subscriber is stopped, waits for
 	// room in the budget or withholds deliveries, or holds as much as flow
 	// control lets Pub/Sub send: what arrives after that has waited on the
@@ -97,6 +98,7 @@ func (r *splitReader) stateLocked() splitState {
 	s := splitState{
 		at:             now,
 		buffered:       r.ledger.buffered,
+		withheld:       len(r.ledger.withheld),
 		listening:      r.running != nil && r.waiting == 0 && len(r.ledger.withheld) == 0 && !r.throttledLocked(),
 		listeningSince: r.lastArrival,
 		oldestBuffered: r.ledger.oldestBuffered(),

@@ -161,8 +161,8 @@ type Config struct {
 	// received and not yet emitted, per read per worker process. A delivery
 	// that finds it full waits up to 10 s for a bundle to make room, holding
 	// the split's streams back; then it is withheld, leased without its
-	// payload, and given back for redelivery when the next bundle makes
-	// room, while what is buffered stays for that bundle. A read holds at
+	// payload, and given back for redelivery once a bundle makes room for
+	// it, while what is buffered stays for that bundle. A read holds at
 	// most twice its budget. If zero, DefaultBufferMaxMessages (10,000) and
 	// DefaultBufferMaxBytes (64 MiB) are used; Read warns about a byte
 	// budget under three of Pub/Sub's largest messages. README, Tuning.

@@ -25,7 +25,7 @@
 //     delivery, decodes it once (decode.go: event time and payload format)
 //     and buffers it within the buffer budget (budget.go), waiting for room
 //     or, when the budget stays full, withholding it without its payload
-//     until the next bundle gives it back.
+//     until a bundle makes room for it (withheld.go).
 //   - Each bundle (bundle.go, readfn.go) acks what the committed bundle
 //     before it emitted, takes what is buffered, emits it at its event time
 //     (or as a dead letter, under DecodePolicy), and checkpoints with the

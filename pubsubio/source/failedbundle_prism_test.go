@@ -31,7 +31,10 @@ func (f *failOn) ProcessElement(m model.Message) error {
 // bundle emitted is given back before the job's failure reaches the
 // launcher: pstest has recorded a ModifyAckDeadline of 0 for the message
 // the DoFn failed on, which was never acked. Beam Go does not tear down a
-// failed bundle, so the client's batched nack alone could still be unsent.
+// failed bundle, so the client's batched nack alone could still be unsent;
+// it may also land in time, so without the RPC this test fails often, not
+// always (it failed the one run tried). TestSplitReaderGiveBackNacksFromSeq
+// pins the RPC itself.
 func TestFailedBundleGivesBackBeforeTheJobFailsOnPrism(t *testing.T) {
 	f := newFakeServer(t)
 	topic, subs := f.topicWithSubs(t, "failing-dofn", 1)

@@ -42,9 +42,10 @@ func newDelivery(msg model.Message, h handle, id ackID, cfg Config) *delivery {
 
 // deliver buffers d, received by run. If the budget is full it waits up to
 // budgetWait for a bundle to make room (holding the client back), and if
-// none came it is over budget (overBudgetLocked). It reports whether the
-// split took d; what it did not take is given back with the RPC once the
-// subscriber stopped (puller.receive).
+// none came it is over budget (overBudgetLocked), as it is when it has to
+// wait behind what is withheld. It reports whether the split took d; what
+// it did not take is given back with the RPC once the subscriber stopped
+// (puller.receive).
 func (r *splitReader) deliver(run *receiveRun, d *delivery) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -52,10 +53,10 @@ func (r *splitReader) deliver(run *receiveRun, d *delivery) bool {
 		return r.refuseLocked(d)
 	}
 	r.ledger.supersede(d.msg.ID)
-	// Once one delivery is withheld, every later one is too until a bundle
-	// makes room, so that none overtakes it (under ordering, the client
-	// runs a key's next callback only after this one returns).
-	if len(r.ledger.withheld) > 0 || !r.budget.reserve(d.size) && !r.awaitRoomLocked(run, d.size) {
+	// Unless it is a withheld message coming back, a delivery waits behind
+	// what is withheld (withheld.go).
+	waitsBehind := !r.ledger.comingBack(d.msg.ID) && r.ledger.mustWithhold(d, r.cfg.Ordering == OrderingPerKey)
+	if waitsBehind || !r.budget.reserve(d.size) && !r.awaitRoomLocked(run, d.size) {
 		if r.running != run {
 			return r.refuseLocked(d)
 		}
@@ -69,13 +70,11 @@ func (r *splitReader) deliver(run *receiveRun, d *delivery) bool {
 }
 
 // overBudgetLocked takes d, which found the budget full and got no room,
-// without keeping its payload: it stays leased by the running subscriber,
-// whose flow control counts it, and the next bundle gives it back into the
-// room it makes (returnWithheld). What is buffered stays for that bundle,
-// so the read progresses while the budget holds one message. Without the
-// client's flow control nothing would bound what is withheld, so the
-// subscriber is stopped instead and gives back all it holds until it is
-// polled again.
+// or has to wait behind what is withheld: it is withheld (withheld.go).
+// What is buffered stays for the next bundle, so the read progresses while
+// the budget holds one message. Without the client's flow control nothing
+// would bound what is withheld, so the subscriber is stopped instead and
+// gives back all it holds until it is polled again.
 func (r *splitReader) overBudgetLocked(d *delivery) bool {
 	if r.cfg.MaxOutstandingMessages <= 0 {
 		// Not nacked here: it is not taken, so once the stop below ends the
@@ -88,7 +87,7 @@ func (r *splitReader) overBudgetLocked(d *delivery) bool {
 		r.stopLocked(nackedBudget)
 		return false
 	}
-	if len(r.ledger.withheld) == 0 {
+	if len(r.ledger.withheld) == 0 && len(r.ledger.returned) == 0 {
 		log.Warnf(context.Background(), "pubsubio.Read: buffer budget of %d messages / %d bytes full (%d buffered for the next bundle of %s, %d deliveries waiting up to %v for room); holding later deliveries without their payload until a bundle makes room, then giving them back for redelivery (raise BufferMaxMessages/BufferMaxBytes)",
 			r.cfg.BufferMaxMessages, r.cfg.BufferMaxBytes, r.ledger.buffered, r.split.Subscription, r.waiting, r.budgetWait)
 	}

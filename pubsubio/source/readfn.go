@@ -156,9 +156,9 @@ func (fn *readFn) runBundle(ctx context.Context, we *watermarkEstimator, rt *sdf
 		rt.Mu.Unlock()
 		return sdf.ResumeProcessingIn(0), nil
 	}
-	if len(batch) > 0 || state.buffered > 0 {
+	if len(batch) > 0 || state.buffered > 0 || state.withheld > 0 {
 		// Resume at once so this bundle's acks go out and free the
-		// client's flow control.
+		// client's flow control, and what is withheld goes back.
 		return sdf.ResumeProcessingIn(0), nil
 	}
 	return sdf.ResumeProcessingIn(fn.Cfg.PollDelay), nil

@@ -38,8 +38,9 @@ type splitReader struct {
 	lastPolled time.Time
 	// lastArrival is the latest delivery or (re)start of the subscriber,
 	// whichever is later: idleness counts only time spent listening
-	// (stateLocked), so a subscriber stopped at the budget during a long
-	// downstream stall does not make a bounded read look idle.
+	// (stateLocked), so a split withholding deliveries, or stopped at the
+	// budget, during a long downstream stall does not make a bounded read
+	// look idle.
 	lastArrival time.Time
 	// lags are the lags (arrival minus event time) of recent arrivals, and
 	// watermark is the split's own estimate at its latest bundle

@@ -242,10 +242,8 @@ func readWithSourceAtPrototypeStreams(ctx context.Context, e *env, c readCase, p
 // smaller, to what Pub/Sub's per-stream flow control lets the read's
 // streams hold (MaxOutstandingMessages each; the budget is per process and
 // Prism runs every split in one): the emulator enforces no such limit, and
-// a crossing stops the subscribers, whose stranded messages the emulator
-// gives back minutes later (README, Known limits). The raw client and the
-// prototype have no budget at all. Measured: 12 streams of 16 KiB crossed
-// the default 64 MiB and the 5 s-idle read ended at 25,600 of 30,000.
+// a crossing gives back for redelivery what does not fit (BENCHMARKS.md,
+// buffer budget). The raw client and the prototype have no budget at all.
 func raiseBudgetToStreams(cfg *pubsubio.ReadConfig, c readCase) {
 	streams := c.subs * c.splitsPerSub * max(cfg.ParallelPullCount, 1)
 	held := streams * source.DefaultMaxOutstandingMessages
