@@ -191,12 +191,15 @@ func (e *envelope) setTime(key string, t time.Time) {
 	e.attrs[key] = t.UTC().Format(time.RFC3339Nano)
 }
 
+// knownStages names the stages pubsubio writes, for errors.
+var knownStages = fmt.Sprintf("%q, %q or %q", StageDecode, StageValidate, StagePublish)
+
 // setStage sets one of the stages pubsubio writes; another, which only a
 // FailedMessage built by hand has, is left out, and Decode reads its
 // absence only with that listed.
 func (e *envelope) setStage(s Stage) {
 	if !s.known() {
-		e.omit("%s %q: not one of %q, %q or %q", AttrStage, text.Truncate(string(s), maxQuotedKey), StageDecode, StageValidate, StagePublish)
+		e.omit("%s %q: not one of %s", AttrStage, text.Truncate(string(s), maxQuotedKey), knownStages)
 		return
 	}
 	e.attrs[AttrStage] = string(s)
@@ -314,7 +317,7 @@ func Decode(m model.Message) (FailedMessage, error) {
 	}
 	switch v, ok := a[AttrStage]; {
 	case ok && !Stage(v).known():
-		bad(AttrStage, fmt.Errorf("not one of %q, %q or %q", StageDecode, StageValidate, StagePublish))
+		bad(AttrStage, fmt.Errorf("not one of %s", knownStages))
 	case !ok && !strings.Contains(a[AttrOmitted], AttrStage):
 		errs = append(errs, fmt.Errorf("%s is missing, and %s does not say it was left out", AttrStage, AttrOmitted))
 	}

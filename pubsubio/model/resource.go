@@ -103,9 +103,13 @@ func parseName(name, collection string) (project, id string, err error) {
 // valid one.
 const maxQuotedName = 300
 
+// maxDomainBytes is a domain name's limit (RFC 1035), for the prefix of a
+// domain-scoped project ID.
+const maxDomainBytes = 253
+
 func validateName(project, id, kind string) error {
-	if i := strings.LastIndex(project, ":"); i > 253 {
-		return fmt.Errorf("%s project %q has a domain prefix of %d bytes, over a domain name's 253", kind, text.Truncate(project, maxQuotedName), i)
+	if i := strings.LastIndex(project, ":"); i > maxDomainBytes {
+		return fmt.Errorf("%s project %q has a domain prefix of %d bytes, over a domain name's %d", kind, text.Truncate(project, maxQuotedName), i, maxDomainBytes)
 	}
 	if !projectIDPattern.MatchString(project) {
 		return fmt.Errorf("%s project %q is not a valid Google Cloud project ID (6-30 lowercase letters, digits or hyphens, starting with a letter)", kind, text.Truncate(project, maxQuotedName))

@@ -43,11 +43,16 @@ const budgetWait = 10 * time.Second
 // budgetWaitFor is budgetWait where cfg's client flow control bounds what
 // waits, else 0.
 func budgetWaitFor(cfg Config) time.Duration {
-	if cfg.MaxOutstandingMessages <= 0 {
+	if !cfg.flowControlled() {
 		return 0
 	}
 	return budgetWait
 }
+
+// flowControlled reports whether the client's flow control bounds what a
+// stream is sent (MaxOutstandingMessages is not -1): only then can
+// deliveries wait for room in the budget or be withheld.
+func (cfg Config) flowControlled() bool { return cfg.MaxOutstandingMessages > 0 }
 
 func newBudget(maxMessages int, maxBytes int64) *budget {
 	return &budget{maxMessages: maxMessages, maxBytes: maxBytes}
@@ -164,7 +169,7 @@ func (cfg Config) budgetWarnings() []string {
 		out = append(out, fmt.Sprintf("pubsubio.Read: BufferMaxBytes %d holds fewer than three of Pub/Sub's largest messages (%d bytes each): a split of large messages then buffers one or two at a time and gives the rest back for redelivery at every bundle; raise it to at least %d unless every message is small",
 			cfg.BufferMaxBytes, largest, 3*largest))
 	}
-	if cfg.MaxOutstandingMessages <= 0 {
+	if !cfg.flowControlled() {
 		return out
 	}
 	splits := len(planSplits(cfg.Subscriptions, cfg.Ordering, cfg.Splits))

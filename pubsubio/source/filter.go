@@ -110,6 +110,15 @@ func (p *filterParser) keyword(k string) bool {
 	return p.tok.kind == tokWord && strings.EqualFold(p.tok.text, k)
 }
 
+// expect reads the punctuation text, or says that want was expected.
+func (p *filterParser) expect(text, want string) string {
+	if !p.is(tokPunct, text) {
+		return p.unexpected(want)
+	}
+	p.next()
+	return ""
+}
+
 func (p *filterParser) unexpected(want string) string {
 	got := p.tok.text
 	switch p.tok.kind {
@@ -145,11 +154,7 @@ func (p *filterParser) unary() string {
 		if err := p.expr(); err != "" {
 			return err
 		}
-		if !p.is(tokPunct, ")") {
-			return p.unexpected(`")"`)
-		}
-		p.next()
-		return ""
+		return p.expect(")", `")"`)
 	}
 	return p.condition()
 }
@@ -160,8 +165,8 @@ func (p *filterParser) condition() string {
 	}
 	if !p.keyword("attributes") {
 		p.next()
-		if !p.is(tokPunct, "(") {
-			return p.unexpected(`"(" after a function name (conditions start with attributes)`)
+		if err := p.expect("(", `"(" after a function name (conditions start with attributes)`); err != "" {
+			return err
 		}
 		return p.call()
 	}
@@ -186,14 +191,12 @@ func (p *filterParser) condition() string {
 
 // call reads a function's arguments, its name and "(" read.
 func (p *filterParser) call() string {
-	p.next()
 	for {
 		if p.keyword("attributes") {
 			p.next()
-			if !p.is(tokPunct, ".") {
-				return p.unexpected(`"." after attributes`)
+			if err := p.expect(".", `"." after attributes`); err != "" {
+				return err
 			}
-			p.next()
 			if err := p.key(); err != "" {
 				return err
 			}
@@ -204,10 +207,9 @@ func (p *filterParser) call() string {
 			p.next()
 			return ""
 		}
-		if !p.is(tokPunct, ",") {
-			return p.unexpected(`"," or ")"`)
+		if err := p.expect(",", `"," or ")"`); err != "" {
+			return err
 		}
-		p.next()
 	}
 }
 

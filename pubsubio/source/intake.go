@@ -76,7 +76,7 @@ func (r *splitReader) deliver(run *receiveRun, d *delivery) bool {
 // would bound what is withheld, so the subscriber is stopped instead and
 // gives back all it holds until it is polled again.
 func (r *splitReader) overBudgetLocked(d *delivery) bool {
-	if r.cfg.MaxOutstandingMessages <= 0 {
+	if !r.cfg.flowControlled() {
 		// Not nacked here: it is not taken, so once the stop below ends the
 		// subscriber it is given back with the RPC, with what the client
 		// pulled and never delivered (pulled.go).
