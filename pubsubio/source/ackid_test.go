@@ -33,21 +33,34 @@ func TestAckIDOfAgainstPstest(t *testing.T) {
 	var once sync.Once
 	sub := f.client.Subscriber(subName)
 	sub.ReceiveSettings.ShutdownOptions = &pubsub.ShutdownOptions{Timeout: 5 * time.Second, Behavior: pubsub.ShutdownBehaviorNackImmediately}
-	err := sub.Receive(recvCtx, func(_ context.Context, m *pubsub.Message) {
-		once.Do(func() {
-			// Ack by ID with the RPC while the client still holds the
-			// message, as a residual resumed in another process does.
-			r := result{msgID: m.ID, ackID: clientAckID(m)}
-			if r.ackID != "" {
-				r.ackErr = f.client.SubscriptionAdminClient.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{
-					Subscription: subName,
-					AckIds:       []string{r.ackID},
-				})
-			}
-			results <- r
-			stop()
+	received := make(chan error, 1)
+	go func() {
+		received <- sub.Receive(recvCtx, func(_ context.Context, m *pubsub.Message) {
+			once.Do(func() {
+				// Ack by ID with the RPC while the client still holds the
+				// message, as a residual resumed in another process does.
+				r := result{msgID: m.ID, ackID: clientAckID(m)}
+				if r.ackID != "" {
+					r.ackErr = f.client.SubscriptionAdminClient.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{
+						Subscription: subName,
+						AckIds:       []string{r.ackID},
+					})
+				}
+				results <- r
+				stop()
+			})
+			// Settle it with the client too (a no-op for the server once
+			// acked): a message the client still holds keeps its Receive
+			// from returning until MaxExtension, which hung this test in CI.
+			m.Nack()
 		})
-	})
+	}()
+	var err error
+	select {
+	case err = <-received:
+	case <-time.After(time.Minute):
+		t.Fatal("Receive did not return within a minute of its context's cancellation")
+	}
 	if err != nil {
 		t.Fatalf("Receive: %v", err)
 	}
