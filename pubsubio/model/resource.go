@@ -91,7 +91,7 @@ func (t Topic) Validate() error {
 func parseName(name, collection string) (project, id string, err error) {
 	parts := strings.Split(name, "/")
 	if len(parts) != 4 || parts[0] != "projects" || parts[2] != collection {
-		return "", "", fmt.Errorf("%q is not a resource name of the form projects/PROJECT/%s/ID", name, collection)
+		return "", "", fmt.Errorf("%q is not a resource name of the form projects/PROJECT/%s/ID", text.Truncate(name, maxQuotedName), collection)
 	}
 	if err := validateName(parts[1], parts[3], strings.TrimSuffix(collection, "s")); err != nil {
 		return "", "", err

@@ -67,7 +67,8 @@ func resourceIDOK(id string) bool {
 // panics (the fuzzer reports a panic as a failure); it accepts exactly the
 // names of the form projects/P/<collection>/ID whose parts obey the rules;
 // an accepted name round-trips through String(); a rejected one gets an
-// error quoting the value at fault, the whole name or the bad part.
+// error quoting the value at fault, the whole name or the bad part, cut to
+// maxQuotedName.
 func checkParse(t *testing.T, name, collection string, parse func(string) (string, error)) {
 	t.Helper()
 	got, err := parse(name)
@@ -87,13 +88,14 @@ func checkParse(t *testing.T, name, collection string, parse func(string) (strin
 		t.Fatalf("parsing %q failed although the name obeys the rules: %v", name, err)
 	}
 	msg := err.Error()
+	quotes := func(s string) bool { return strings.Contains(msg, strconv.Quote(text.Truncate(s, maxQuotedName))) }
 	if !shaped {
-		if !strings.Contains(msg, strconv.Quote(name)) {
+		if !quotes(name) {
 			t.Fatalf("error for malformed %q does not quote it: %v", name, err)
 		}
 		return
 	}
-	if !strings.Contains(msg, strconv.Quote(parts[1])) && !strings.Contains(msg, strconv.Quote(parts[3])) {
+	if !quotes(parts[1]) && !quotes(parts[3]) {
 		t.Fatalf("error for %q quotes neither the project nor the ID: %v", name, err)
 	}
 }
