@@ -135,7 +135,7 @@ func TestFaultBrokenStreamsReadRecovers(t *testing.T) {
 func sourceMetrics(res beam.PipelineResult) string {
 	var parts []string
 	for _, c := range res.Metrics().AllMetrics().Counters() {
-		if c.Namespace() == "pubsubio" && c.Result() != 0 {
+		if c.Namespace() == pubsubio.MetricsNamespace && c.Result() != 0 {
 			parts = append(parts, fmt.Sprintf("%s=%d", c.Name(), c.Result()))
 		}
 	}

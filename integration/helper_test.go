@@ -268,7 +268,7 @@ func excerpt(err error, from string) string {
 func counter(res beam.PipelineResult, name string) int64 {
 	var total int64
 	for _, c := range res.Metrics().AllMetrics().Counters() {
-		if c.Namespace() == "pubsubio" && c.Name() == name {
+		if c.Namespace() == pubsubio.MetricsNamespace && c.Name() == name {
 			total += c.Result()
 		}
 	}
@@ -279,7 +279,7 @@ func counter(res beam.PipelineResult, name string) int64 {
 func gauge(res beam.PipelineResult, name string) int64 {
 	var total int64
 	for _, g := range res.Metrics().AllMetrics().Gauges() {
-		if g.Namespace() == "pubsubio" && g.Name() == name {
+		if g.Namespace() == pubsubio.MetricsNamespace && g.Name() == name {
 			total += g.Result().Value
 		}
 	}

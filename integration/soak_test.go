@@ -173,7 +173,7 @@ func TestSoakReadWrite(t *testing.T) {
 			int(at.Seconds()), float64(mem.RSS)/sample.MiB, sample.Goroutines(), published.Load(), arrivals.distinct())
 		if jobID != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			m, err := jobs.Metrics(ctx, jobID, "pubsubio")
+			m, err := jobs.Metrics(ctx, jobID, pubsubio.MetricsNamespace)
 			cancel()
 			if err != nil {
 				t.Logf("sampling job metrics at %v: %v", at, err)

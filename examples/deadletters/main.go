@@ -35,7 +35,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio"
-	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
 )
 
@@ -81,7 +80,7 @@ func run(ctx context.Context) error {
 		fmt.Printf("Started an in-process Pub/Sub server (pstest) at %s.\n", endpoint)
 	}
 	conn := pubsubio.Connection{EmulatorEndpoint: endpoint}
-	client, err := connection.NewClient(ctx, project, conn)
+	client, err := pubsubio.NewClient(ctx, project, conn)
 	if err != nil {
 		return fmt.Errorf("connecting to %s: %w", endpoint, err)
 	}
@@ -284,7 +283,7 @@ func receive(ctx context.Context, client *pubsub.Client, sub string, want int, t
 func counter(res beam.PipelineResult, name string) int64 {
 	var total int64
 	for _, c := range res.Metrics().AllMetrics().Counters() {
-		if c.Key.Namespace == "pubsubio" && c.Key.Name == name {
+		if c.Key.Namespace == pubsubio.MetricsNamespace && c.Key.Name == name {
 			total += c.Result()
 		}
 	}

@@ -33,7 +33,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio"
-	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
 )
 
 var (
@@ -153,7 +152,7 @@ func outputTopic(sub pubsubio.Subscription) pubsubio.Topic {
 // setUp creates a topic with two subscriptions and publishes n messages.
 func setUp(ctx context.Context, conn pubsubio.Connection, n int) ([]pubsubio.Subscription, error) {
 	const proj = "quickstart-project"
-	client, err := connection.NewClient(ctx, proj, conn)
+	client, err := pubsubio.NewClient(ctx, proj, conn)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +224,7 @@ func checkServer(srv *pstest.Server, subs []pubsubio.Subscription, n int) error 
 func counter(res beam.PipelineResult, name string) int64 {
 	var total int64
 	for _, c := range res.Metrics().AllMetrics().Counters() {
-		if c.Key.Namespace == "pubsubio" && c.Key.Name == name {
+		if c.Key.Namespace == pubsubio.MetricsNamespace && c.Key.Name == name {
 			total += c.Result()
 		}
 	}

@@ -37,7 +37,7 @@ type publisher interface {
 	// accept messages again.
 	resume(orderingKey string)
 	// stop sends what is batched, waits for it and stops the publisher's
-	// goroutines. It may not return (release.go bounds it).
+	// goroutines. It may not return (publishercache.go bounds it).
 	stop()
 }
 

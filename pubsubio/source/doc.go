@@ -36,6 +36,8 @@
 //     when the residual resumed in another process (ackid.go), or by a
 //     finalization callback where the SDK delivers them, finalization.go)
 //     or given back: with the RPC after a failed bundle, when the
-//     subscriber stops, or when the split is released for LeaseIdle.
+//     subscriber stops, or when the split is released for LeaseIdle. The
+//     watermark waits for what was given back until it is seen again
+//     (givenback.go).
 //   - acklatency.go measures emission to ack; metrics.go reports to Beam.
 package source

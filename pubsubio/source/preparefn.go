@@ -29,8 +29,8 @@ var newAdmin = dialAdmin
 // split has read anything. A redeploy is a new job with a new Impulse, so
 // it prepares, and seeks, again.
 type prepareFn struct {
-	Cfg    Config
-	Splits []Split
+	Cfg  Config
+	Plan []Split
 }
 
 func (fn *prepareFn) ProcessElement(ctx context.Context, _ []byte, emit func(Split)) error {
@@ -48,7 +48,7 @@ func (fn *prepareFn) ProcessElement(ctx context.Context, _ []byte, emit func(Spl
 	if err != nil {
 		return err
 	}
-	for _, s := range fn.Splits {
+	for _, s := range fn.Plan {
 		emit(s)
 	}
 	return nil

@@ -37,7 +37,7 @@ func TestPrepareFnEmitsSplitsOnlyAfterSeeking(t *testing.T) {
 	cfg := prepareConfig(t, subs, func(c *Config) { c.Splits = 4 },
 		SubscriptionSetup{Subscription: subs[0], Start: StartLatest()},
 		SubscriptionSetup{Subscription: subs[1], Start: StartFromSnapshot("snap")})
-	fn := &prepareFn{Cfg: cfg, Splits: planSplits(cfg.Subscriptions, cfg.Ordering, cfg.Splits)}
+	fn := &prepareFn{Cfg: cfg, Plan: planSplits(cfg.Subscriptions, cfg.Ordering, cfg.Splits)}
 	emit := func(s Split) { adm.event(fmt.Sprintf("emit %d", s.Index)) }
 	if err := fn.ProcessElement(context.Background(), nil, emit); err != nil {
 		t.Fatalf("ProcessElement: %v", err)
