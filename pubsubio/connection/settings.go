@@ -98,21 +98,36 @@ func notAPath(p string) string {
 		return fmt.Sprintf("is longer than %d bytes", maxPathBytes)
 	case strings.ContainsFunc(p, func(r rune) bool { return r < ' ' || r == 0x7f }) || !utf8.ValidString(p):
 		return "holds control characters or invalid UTF-8"
-	case encodesJSON(trimmed):
-		return "holds base64-encoded JSON"
+	case encodesKey(trimmed):
+		return "holds base64-encoded key material"
 	}
 	return ""
 }
 
-// encodesJSON reports whether s is base64 (standard or URL, padded or not)
-// of a JSON object: how CI systems store a key.
-func encodesJSON(s string) bool {
+// encodesKey reports whether s is base64 (standard or URL, padded or not)
+// of key material, the way CI systems store a key: a JSON object (behind a
+// byte-order mark or not), a PEM block, or the DER a PEM body holds (a PEM
+// body pasted without its armour). No path decodes to these: a path with a
+// '.' is not base64 at all.
+func encodesKey(s string) bool {
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
-		if b, err := enc.DecodeString(s); err == nil && strings.HasPrefix(strings.TrimSpace(string(b)), "{") {
+		b, err := enc.DecodeString(s)
+		if err != nil {
+			continue
+		}
+		t := strings.TrimSpace(strings.TrimPrefix(string(b), "\ufeff"))
+		if strings.HasPrefix(t, "{") || strings.Contains(t, "-----BEGIN") || isDERSequence(b) {
 			return true
 		}
 	}
 	return false
+}
+
+// isDERSequence reports whether b starts like an ASN.1 DER SEQUENCE with a
+// long-form length, as every private key and certificate does (base64
+// "MII..."); 64 bytes at least, so that a short path never matches.
+func isDERSequence(b []byte) bool {
+	return len(b) >= 64 && b[0] == 0x30 && b[1]&0x80 != 0
 }
 
 // checkEndpoint accepts host:port with a non-empty host and a port in
