@@ -58,6 +58,16 @@ func dialPuller(ctx context.Context, sub model.Subscription, cfg Config, g *give
 const giveBackTimeout = 10 * time.Second
 
 func (s *clientPuller) receive(ctx context.Context, f func(*pubsub.Message) bool) error {
+	// The client retries a stream that cannot connect without a word. One
+	// describe under Connection.RPCTimeout first makes a worker that cannot
+	// reach Pub/Sub fail the split's next bundle, naming the endpoint and
+	// the call, instead of waiting in silence.
+	if err := s.conn.Call(ctx, "pubsubio.Read", "GetSubscription "+s.name, func(ctx context.Context) error {
+		_, err := s.client.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: s.name})
+		return err
+	}); err != nil {
+		return err
+	}
 	sub := s.client.Subscriber(s.name)
 	sub.ReceiveSettings = s.settings
 	err := sub.Receive(ctx, func(_ context.Context, m *pubsub.Message) {
