@@ -22,7 +22,7 @@ type budget struct {
 	mu       sync.Mutex
 	messages int
 	bytes    int64
-	room     chan struct{} // closed at the next release; nil while nobody waits
+	room     chan struct{} // closed at the next free; nil while nobody waits
 	// waitingMessages and waitingBytes are the deliveries waiting for room.
 	waitingMessages int
 	waitingBytes    int64
@@ -51,7 +51,8 @@ func budgetWaitFor(cfg Config) time.Duration {
 
 // flowControlled reports whether the client's flow control bounds what a
 // stream is sent (MaxOutstandingMessages is not -1): only then can
-// deliveries wait for room in the budget or be withheld.
+// deliveries wait for room in the budget, and only then does it bound
+// what is withheld.
 func (cfg Config) flowControlled() bool { return cfg.MaxOutstandingMessages > 0 }
 
 func newBudget(maxMessages int, maxBytes int64) *budget {

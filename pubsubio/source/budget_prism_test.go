@@ -13,40 +13,46 @@ import (
 // every bundle emits what the one before left buffered. The run is bounded;
 // a read that stops progressing fails with what was acked.
 func TestSmallByteBudgetReadsEverythingOnPrism(t *testing.T) {
-	const n, size = 20, 400 << 10
-	f := newFakeServer(t)
-	topic, subs := f.topicWithSubs(t, "large", 1)
-	ids := f.publishLarge(t, topic, n, size)
+	for name, maxOutstanding := range map[string]int{"with flow control": 0, "without flow control": -1} {
+		t.Run(name, func(t *testing.T) {
+			const n, size = 20, 400 << 10
+			f := newFakeServer(t)
+			topic, subs := f.topicWithSubs(t, "large", 1)
+			ids := f.publishLarge(t, topic, n, size)
 
-	p, s := beam.NewPipelineWithRoot()
-	Read(s, Config{
-		Subscriptions:  subs,
-		BufferMaxBytes: 1 << 20,
-		IdleTimeout:    3 * time.Second,
-		Connection:     f.conn,
-	})
-	type outcome struct {
-		res beam.PipelineResult
-		err error
-	}
-	done := make(chan outcome, 1)
-	go func() {
-		res, err := ptest.RunWithMetrics(p)
-		done <- outcome{res, err}
-	}()
-	var o outcome
-	select {
-	case o = <-done:
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("the read did not end within 3m; acked so far: %d of %d", f.acked(ids), n)
-	}
-	if o.err != nil {
-		t.Fatalf("pipeline failed: %v", o.err)
-	}
-	if got := f.acked(ids); got != n {
-		t.Errorf("%d of %d messages acked", got, n)
-	}
-	if got := counterValue(o.res, "messages_nacked_budget"); got == 0 {
-		t.Error("messages_nacked_budget = 0: the budget never bound, so the test did not exercise it")
+			p, s := beam.NewPipelineWithRoot()
+			Read(s, Config{
+				Subscriptions:          subs,
+				BufferMaxBytes:         1 << 20,
+				MaxOutstandingMessages: maxOutstanding,
+				MaxOutstandingBytes:    maxOutstanding,
+				IdleTimeout:            3 * time.Second,
+				Connection:             f.conn,
+			})
+			type outcome struct {
+				res beam.PipelineResult
+				err error
+			}
+			done := make(chan outcome, 1)
+			go func() {
+				res, err := ptest.RunWithMetrics(p)
+				done <- outcome{res, err}
+			}()
+			var o outcome
+			select {
+			case o = <-done:
+			case <-time.After(3 * time.Minute):
+				t.Fatalf("the read did not end within 3m; acked so far: %d of %d", f.acked(ids), n)
+			}
+			if o.err != nil {
+				t.Fatalf("pipeline failed: %v", o.err)
+			}
+			if got := f.acked(ids); got != n {
+				t.Errorf("%d of %d messages acked", got, n)
+			}
+			if got := counterValue(o.res, "messages_nacked_budget"); got == 0 {
+				t.Error("messages_nacked_budget = 0: the budget never bound, so the test did not exercise it")
+			}
+		})
 	}
 }

@@ -123,10 +123,12 @@ func TestBudgetWithheldKeyIsNotOvertaken(t *testing.T) {
 	}
 }
 
-// Without the client's flow control nothing bounds what would be
-// withheld: a delivery crossing the budget stops the subscriber, which
-// gives back all it holds until the next poll restarts it.
-func TestBudgetWithoutFlowControlStopsAndRestarts(t *testing.T) {
+// Without the client's flow control only the budget bounds what is
+// withheld: deliveries past a full budget are withheld, as with flow
+// control, until BufferMaxMessages of them are; the next one stops the
+// subscriber, which gives back all it holds until the next poll restarts
+// it.
+func TestBudgetWithoutFlowControlWithholdsThenStops(t *testing.T) {
 	h := newReaderHarness(t, testConfig(t, func(c *Config) {
 		c.BufferMaxMessages = 2
 		c.MaxOutstandingMessages, c.MaxOutstandingBytes = -1, -1
@@ -135,17 +137,24 @@ func TestBudgetWithoutFlowControlStopsAndRestarts(t *testing.T) {
 	recvCtx := h.conn.nextReceive(t)
 	hs := deliverN(h.r, run, "m", 2)
 	h.checkUsage(2, int64(2*len("data-m0")))
+	hs = append(hs, deliverN(h.r, run, "w", 2)...)
+	if got := withheldIDs(t, h.r); !cmp.Equal(got, []string{"w0", "w1"}) {
+		t.Fatalf("withheld %v past the full budget, want [w0 w1]", got)
+	}
+	for i, fh := range hs {
+		fh.check(t, fmt.Sprintf("delivery %d, buffered or withheld", i), 0, 0)
+	}
 
 	over := &fakeHandle{}
 	deliverTo(h.r, run, msg("over", "data-over"), over, "ack-over")
-	awaitRunEnded(t, "subscriber crossing the budget", run)
+	awaitRunEnded(t, "subscriber past BufferMaxMessages withheld", run)
 	over.check(t, "the delivery crossing the message budget", 0, 1)
 	// Stopping the subscriber makes everything it held invalid: it went
 	// back too, under the same reason.
 	for i, fh := range hs {
-		fh.check(t, fmt.Sprintf("m%d held when the budget was crossed", i), 0, 1)
+		fh.check(t, fmt.Sprintf("delivery %d, held when the subscriber stopped", i), 0, 1)
 	}
-	h.checkCount("messages_nacked_budget", nackedBudget, 3)
+	h.checkCount("messages_nacked_budget", nackedBudget, 5)
 	h.checkUsage(0, 0)
 	awaitDone(t, "subscriber crossing the budget", recvCtx)
 

@@ -72,18 +72,19 @@ func (r *splitReader) deliver(run *receiveRun, d *delivery) bool {
 // overBudgetLocked takes d, which found the budget full and got no room,
 // or has to wait behind what is withheld: it is withheld (withheld.go).
 // What is buffered stays for the next bundle, so the read progresses while
-// the budget holds one message. Without the client's flow control nothing
-// would bound what is withheld, so the subscriber is stopped instead and
-// gives back all it holds until it is polled again.
+// the budget holds one message. Without the client's flow control only
+// this bounds what is withheld: past BufferMaxMessages withheld, the
+// subscriber is stopped instead and gives back all it holds until it is
+// polled again.
 func (r *splitReader) overBudgetLocked(d *delivery) bool {
-	if !r.cfg.flowControlled() {
+	if !r.cfg.flowControlled() && len(r.ledger.withheld) >= r.cfg.BufferMaxMessages {
 		// Not nacked here: it is not taken, so once the stop below ends the
 		// subscriber it is given back with the RPC, with what the client
 		// pulled and never delivered (pulled.go).
 		r.stats.add(nackedBudget, 1)
 		r.ledger.givenBack.add(d.msg.ID, d.eventTime, r.now())
-		log.Warnf(context.Background(), "pubsubio.Read: buffer budget of %d messages / %d bytes full with MaxOutstandingMessages %d (no flow control); stopping the subscriber of %s and giving back all it holds until it is polled again (raise BufferMaxMessages/BufferMaxBytes, or set MaxOutstandingMessages)",
-			r.cfg.BufferMaxMessages, r.cfg.BufferMaxBytes, r.cfg.MaxOutstandingMessages, r.split.Subscription)
+		log.Warnf(context.Background(), "pubsubio.Read: buffer budget of %d messages / %d bytes full and %d deliveries withheld with MaxOutstandingMessages %d (no flow control); stopping the subscriber of %s and giving back all it holds until it is polled again (raise BufferMaxMessages/BufferMaxBytes, or set MaxOutstandingMessages)",
+			r.cfg.BufferMaxMessages, r.cfg.BufferMaxBytes, len(r.ledger.withheld), r.cfg.MaxOutstandingMessages, r.split.Subscription)
 		r.stopLocked(nackedBudget)
 		return false
 	}
