@@ -159,6 +159,7 @@ func rejections() []rejection {
 		}),
 		read("Ordering PER_KEY with Splits 2", func(c *pubsubio.ReadConfig) { c.Ordering, c.Splits = pubsubio.OrderingPerKey, 2 }),
 		read("Finalization unknown", func(c *pubsubio.ReadConfig) { c.Finalization = "SOMETIMES" }),
+		read("Finalization unknown, 1,000 bytes", func(c *pubsubio.ReadConfig) { c.Finalization = pubsubio.FinalizationMode(strings.Repeat("x", 1000)) }),
 		read("Format unknown", func(c *pubsubio.ReadConfig) { c.Format = "AVRO" }),
 		read("DecodePolicy unknown", func(c *pubsubio.ReadConfig) { c.DecodePolicy = "IGNORE" }),
 		read("DecodePolicy DEAD_LETTER on Read", func(c *pubsubio.ReadConfig) { c.DecodePolicy = pubsubio.DecodeDeadLetter }),
@@ -188,6 +189,11 @@ func rejections() []rejection {
 		read("PollDelay against IdleTimeout", func(c *pubsubio.ReadConfig) { c.PollDelay, c.IdleTimeout = time.Second, 5*time.Second }),
 		read("PollDelay against LeaseIdle", func(c *pubsubio.ReadConfig) { c.PollDelay, c.LeaseIdle = time.Second, 5*time.Second }),
 		read("MaxExtension over a day", func(c *pubsubio.ReadConfig) { c.MaxExtension = 48 * time.Hour }),
+		read("MaxOutstandingMessages 1e9", func(c *pubsubio.ReadConfig) { c.MaxOutstandingMessages = 1e9 }),
+		read("WatermarkIdle against PollDelay", func(c *pubsubio.ReadConfig) { c.PollDelay, c.WatermarkIdle = time.Second, 5*time.Second }),
+		read("MaxDurationPerAckExtension over MaxExtension", func(c *pubsubio.ReadConfig) {
+			c.MaxDurationPerAckExtension, c.MaxExtension = 5*time.Minute, time.Minute
+		}),
 		read("TimestampAttribute of 300 bytes", func(c *pubsubio.ReadConfig) { c.TimestampAttribute = strings.Repeat("t", 300) }),
 		read("TimestampAttribute not UTF-8", func(c *pubsubio.ReadConfig) { c.TimestampAttribute = "ts\xff" }),
 		read("TimestampAttribute reserved", func(c *pubsubio.ReadConfig) { c.TimestampAttribute = "googTs" }),
@@ -216,6 +222,7 @@ func rejections() []rejection {
 			o.ExpirationTTL, o.NeverExpire = 48*time.Hour, true
 		}),
 		create("Create.ExpirationTTL under a day", func(o *pubsubio.SubscriptionCreateOptions) { o.ExpirationTTL = time.Hour }),
+		create("Create.ExpirationTTL over a year", func(o *pubsubio.SubscriptionCreateOptions) { o.ExpirationTTL = 400 * 24 * time.Hour }),
 		create("Create.ExpirationTTL under the retention", func(o *pubsubio.SubscriptionCreateOptions) { o.ExpirationTTL = 48 * time.Hour }),
 		create("Create.DeadLetterTopic bad", func(o *pubsubio.SubscriptionCreateOptions) {
 			o.DeadLetterTopic = pubsubio.TopicOf("my-project", "1dead")
@@ -273,6 +280,9 @@ func rejections() []rejection {
 		connection("Connection.CredentialsFile inline JSON", pubsubio.Connection{CredentialsFile: `{"type": "service_account"}`}),
 		connection("Connection.CredentialsFile JSON behind a byte-order mark", pubsubio.Connection{CredentialsFile: "\ufeff{}"}),
 		connection("Connection.CredentialsFile base64 of a key", pubsubio.Connection{CredentialsFile: "eyJ0eXBlIjogInNlcnZpY2VfYWNjb3VudCJ9"}),
+		connection("Connection.CredentialsFile base64 of a PEM key", pubsubio.Connection{
+			CredentialsFile: "LS0tLS1CRUdJTiBQUklWQVRFIEtFWS0tLS0tCk1JSUV2Z0lCQURBTkJna3Foa2lHOXcwQkFRRUZBQVNDQktnd2dnU2tBZ0VBQW9JQkFRQwotLS0tLUVORCBQUklWQVRFIEtFWS0tLS0tCg==",
+		}),
 		connection("Connection.CredentialsFile PEM", pubsubio.Connection{CredentialsFile: "-----BEGIN PRIVATE KEY-----\nMIIE"}),
 		connection("Connection.CredentialsFile a URL", pubsubio.Connection{CredentialsFile: "gs://bucket/key.json"}),
 		connection("Connection.CredentialsFile blank", pubsubio.Connection{CredentialsFile: " "}),
@@ -321,6 +331,12 @@ func rejections() []rejection {
 			c.Publisher.RetryInitialBackoff, c.Publisher.RetryMaxBackoff = time.Minute, time.Second
 		}),
 		write("Publisher.RetryMultiplier under 1", func(c *pubsubio.WriteConfig) { c.Publisher.RetryMultiplier = 0.5 }),
+		write("Publisher.RetryMultiplier +Inf", func(c *pubsubio.WriteConfig) { c.Publisher.RetryMultiplier = math.Inf(1) }),
+		write("Publisher.CompressionBytesThreshold over a request", func(c *pubsubio.WriteConfig) {
+			c.Publisher.EnableCompression, c.Publisher.CompressionBytesThreshold = true, 1<<30
+		}),
+		write("RecoveryJitter NaN", func(c *pubsubio.WriteConfig) { c.RecoveryJitter = math.NaN() }),
+		write("MaxConsecutiveRejections 1<<40", func(c *pubsubio.WriteConfig) { c.MaxConsecutiveRejections = 1 << 40 }),
 		write("Publisher.Timeout a bare 1 (nanoseconds)", func(c *pubsubio.WriteConfig) { c.Publisher.Timeout = 1 }),
 		write("Publisher.Timeout over PublishProgressTimeout", func(c *pubsubio.WriteConfig) { c.PublishProgressTimeout = 30 * time.Second }),
 		write("Publisher.NumGoroutines 1<<20", func(c *pubsubio.WriteConfig) { c.Publisher.NumGoroutines = 1 << 20 }),
@@ -334,6 +350,7 @@ func rejections() []rejection {
 		deadLetterWrite("Topic unset", func(c *dlq.Config) { c.Topic = pubsubio.Topic{} }, deadLetters),
 		deadLetterWrite("Topic bad", func(c *dlq.Config) { c.Topic.ID = "dead letters" }, deadLetters),
 		deadLetterWrite("MaxInFlightMessages below -1", func(c *dlq.Config) { c.MaxInFlightMessages = -2 }, deadLetters),
+		deadLetterWrite("MaxInFlightMessages 1<<40", func(c *dlq.Config) { c.MaxInFlightMessages = 1 << 40 }, deadLetters),
 		deadLetterWrite("FlushTimeout negative", func(c *dlq.Config) { c.FlushTimeout = neg }, deadLetters),
 		deadLetterWrite("ShutdownTimeout negative", func(c *dlq.Config) { c.ShutdownTimeout = neg }, deadLetters),
 		deadLetterWrite("FlushTimeout math.MaxInt64", func(c *dlq.Config) { c.FlushTimeout = math.MaxInt64 }, deadLetters),
@@ -344,6 +361,7 @@ func rejections() []rejection {
 		records("Format unknown", pubsubio.RecordConfig{Format: "XML"}, messages),
 		records("AttributesKey one of the record's keys", pubsubio.RecordConfig{AttributesKey: "data"}, messages),
 		records("AttributesKey Data under case folding", pubsubio.RecordConfig{AttributesKey: "Data"}, messages),
+		records("AttributesKey of 300 bytes", pubsubio.RecordConfig{AttributesKey: strings.Repeat("a", 300)}, messages),
 		records("AttributesKey not UTF-8", pubsubio.RecordConfig{AttributesKey: "\xff"}, messages),
 		records("input not a valid PCollection", pubsubio.RecordConfig{}, func(beam.Scope) beam.PCollection { return beam.PCollection{} }),
 		records("input not of Message", pubsubio.RecordConfig{}, func(s beam.Scope) beam.PCollection { return beam.Create(s, "x") }),

@@ -28,6 +28,10 @@ const (
 	FlushAtBundleEnd = -1
 )
 
+// maxInFlightMessages bounds MaxInFlightMessages: past it, FlushAtBundleEnd
+// says what is meant.
+const maxInFlightMessages = 1_000_000_000
+
 // Config configures Write. Only Topic is required; every zero field takes
 // the default documented on it. Config is validated at graph construction:
 // an invalid one never reaches a worker. Its durations are bounded; an error
@@ -81,8 +85,8 @@ func (cfg Config) validate() error {
 	} else if err := cfg.Topic.Validate(); err != nil {
 		bad("Topic: %w", err)
 	}
-	if cfg.MaxInFlightMessages < FlushAtBundleEnd {
-		bad("MaxInFlightMessages %d must be positive (%d publishes synchronously), or %d to wait only at the end of each bundle", cfg.MaxInFlightMessages, Synchronous, FlushAtBundleEnd)
+	if cfg.MaxInFlightMessages < FlushAtBundleEnd || cfg.MaxInFlightMessages > maxInFlightMessages {
+		bad("MaxInFlightMessages %d must be between 1 (%d publishes synchronously) and %d, or %d to wait only at the end of each bundle", cfg.MaxInFlightMessages, Synchronous, maxInFlightMessages, FlushAtBundleEnd)
 	}
 	// There is no unbounded wait: a duration longer than any disturbance to
 	// ride out says the same without making waiting forever a mode. The

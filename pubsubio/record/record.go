@@ -83,6 +83,8 @@ func (cfg Config) withDefaults() (Config, error) {
 	// reach a consumer's Data field.
 	k := cfg.AttributesKey
 	switch {
+	case len(k) > maxAttributesKeyBytes:
+		bad("AttributesKey of %d bytes is longer than %d; choose a short key, e.g. %q", len(k), maxAttributesKeyBytes, DefaultAttributesKey)
 	case !utf8.ValidString(k):
 		bad("AttributesKey %q is not valid UTF-8, so it cannot be a JSON key", k)
 	case slices.ContainsFunc([]string{keyData, keyMessageID, keyOrderingKey, keyPublishTime}, func(own string) bool { return strings.EqualFold(k, own) }):
@@ -91,6 +93,10 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	return cfg, construct.Invalid("pubsubio.Records", errs...)
 }
+
+// maxAttributesKeyBytes bounds AttributesKey, which every record repeats:
+// Pub/Sub's own limit on an attribute key.
+const maxAttributesKeyBytes = 256
 
 // Encoder turns messages into records under one validated Config.
 type Encoder struct {

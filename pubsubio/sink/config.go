@@ -6,6 +6,7 @@ import (
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -184,17 +185,18 @@ func (cfg Config) validate() error {
 		}
 	}
 	errs = append(errs, cfg.checkLimits()...)
-	if cfg.MaxConsecutiveRejections < -1 {
-		bad("MaxConsecutiveRejections %d must be positive, or -1 for no bound", cfg.MaxConsecutiveRejections)
+	if cfg.MaxConsecutiveRejections < -1 || cfg.MaxConsecutiveRejections > maxConsecutiveRejections {
+		bad("MaxConsecutiveRejections %d must be between 1 and %d, or -1 for no bound", cfg.MaxConsecutiveRejections, maxConsecutiveRejections)
 	}
-	if j := cfg.RecoveryJitter; j <= 0 || j >= 1 {
+	// Written so that NaN, which fails every comparison, is refused too.
+	if j := cfg.RecoveryJitter; !(j > 0 && j < 1) {
 		bad("RecoveryJitter %v must be a fraction between 0 and 1 (exclusive), e.g. 0.25 for +-25 %%", j)
 	}
 
 	switch cfg.FailurePolicy {
 	case PolicyFail, PolicyDrop, PolicyDeadLetter:
 	default:
-		bad("FailurePolicy %q is unknown; use %q, %q or %q", cfg.FailurePolicy, PolicyFail, PolicyDrop, PolicyDeadLetter)
+		bad("FailurePolicy %q is unknown; use %q, %q or %q", text.Truncate(string(cfg.FailurePolicy), maxQuoted), PolicyFail, PolicyDrop, PolicyDeadLetter)
 	}
 	switch cfg.CreateDisposition {
 	case CreateIfNeeded:
@@ -203,7 +205,7 @@ func (cfg Config) validate() error {
 			bad("TopicCreate is set but CreateDisposition is %s, so it would configure nothing; drop it or use %s", CreateNever, CreateIfNeeded)
 		}
 	default:
-		bad("CreateDisposition %q is unknown; use %q or %q", cfg.CreateDisposition, CreateIfNeeded, CreateNever)
+		bad("CreateDisposition %q is unknown; use %q or %q", text.Truncate(string(cfg.CreateDisposition), maxQuoted), CreateIfNeeded, CreateNever)
 	}
 	errs = append(errs, cfg.TopicCreate.validate()...)
 	errs = append(errs, cfg.Publisher.validate()...)

@@ -7,6 +7,10 @@ import (
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
 )
 
+// maxConsecutiveRejections bounds MaxConsecutiveRejections: past it, -1
+// (no bound) says what is meant.
+const maxConsecutiveRejections = 1_000_000_000
+
 // checkLimits bounds the sink's counts and durations, the publisher's
 // included: far from what a working pipeline needs, near enough to catch a
 // typo or a bare number read as nanoseconds. It runs after defaulting.
@@ -46,7 +50,7 @@ func (cfg Config) checkLimits() []error {
 		errs = append(errs, fmt.Errorf("Publisher.RetryInitialBackoff %v must not exceed RetryMaxBackoff %v", p.RetryInitialBackoff, p.RetryMaxBackoff))
 	}
 	if p.Timeout > cfg.PublishProgressTimeout {
-		errs = append(errs, fmt.Errorf("Publisher.Timeout %v exceeds PublishProgressTimeout %v: a stalled batch would fail the bundle while the client still retries it, without the client's error; lower Publisher.Timeout or raise PublishProgressTimeout", p.Timeout, cfg.PublishProgressTimeout))
+		errs = append(errs, fmt.Errorf("Publisher.Timeout %v exceeds PublishProgressTimeout %v: a bundle would fail while the client still retries; lower Publisher.Timeout", p.Timeout, cfg.PublishProgressTimeout))
 	}
 	return errs
 }

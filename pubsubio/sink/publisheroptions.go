@@ -99,6 +99,10 @@ func (p PublisherOptions) withDefaults() PublisherOptions {
 	return p
 }
 
+// maxRetryMultiplier bounds Publisher.RetryMultiplier: a larger factor
+// reaches RetryMaxBackoff after the first retry anyway.
+const maxRetryMultiplier = 100
+
 func (p PublisherOptions) validate() []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -111,14 +115,15 @@ func (p PublisherOptions) validate() []error {
 	if p.ByteThreshold < 1 || p.ByteThreshold > pubsub.MaxPublishRequestBytes {
 		bad("Publisher.ByteThreshold %d must be between 1 and %d, Pub/Sub's bytes per request", p.ByteThreshold, int(pubsub.MaxPublishRequestBytes))
 	}
-	if p.CompressionBytesThreshold < 0 {
-		bad("Publisher.CompressionBytesThreshold %d must not be negative", p.CompressionBytesThreshold)
+	if p.CompressionBytesThreshold < 0 || p.CompressionBytesThreshold > pubsub.MaxPublishRequestBytes {
+		bad("Publisher.CompressionBytesThreshold %d must be between 0 and %d, Pub/Sub's bytes per request", p.CompressionBytesThreshold, int(pubsub.MaxPublishRequestBytes))
 	} else if !p.EnableCompression && p.CompressionBytesThreshold != DefaultCompressionBytesThreshold {
 		// The client reads the threshold only when compression is on.
 		bad("Publisher.CompressionBytesThreshold %d does nothing unless Publisher.EnableCompression is set; set it, or drop the threshold", p.CompressionBytesThreshold)
 	}
-	if p.RetryMultiplier < 1 {
-		bad("Publisher.RetryMultiplier %v must be at least 1", p.RetryMultiplier)
+	// Written so that NaN, which fails every comparison, is refused too.
+	if !(p.RetryMultiplier >= 1 && p.RetryMultiplier <= maxRetryMultiplier) {
+		bad("Publisher.RetryMultiplier %v must be between 1 and %v", p.RetryMultiplier, maxRetryMultiplier)
 	}
 	// Unlike the Java client, which retries ordered publishes forever, the
 	// Go client applies the same retryer and Timeout to ordered and

@@ -10,6 +10,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -58,11 +59,11 @@ func (o TopicCreateOptions) validate() []error {
 		bad("TopicCreate.MessageRetention %v must be between %v and %v (31 days), or 0 for none", r, minTopicRetention, maxTopicRetention)
 	}
 	if o.KMSKeyName != "" && !kmsKeyPattern.MatchString(o.KMSKeyName) {
-		bad("TopicCreate.KMSKeyName %q is not a key name of the form projects/P/locations/L/keyRings/R/cryptoKeys/K", o.KMSKeyName)
+		bad("TopicCreate.KMSKeyName %q is not a key name of the form projects/P/locations/L/keyRings/R/cryptoKeys/K", text.Truncate(o.KMSKeyName, maxQuoted))
 	}
 	for i, r := range o.AllowedPersistenceRegions {
 		if !regionPattern.MatchString(r) {
-			bad("TopicCreate.AllowedPersistenceRegions[%d] %q is not a region name such as europe-west1", i, r)
+			bad("TopicCreate.AllowedPersistenceRegions[%d] %q is not a region name such as europe-west1", i, text.Truncate(r, maxQuoted))
 		} else if slices.Index(o.AllowedPersistenceRegions, r) != i {
 			bad("TopicCreate.AllowedPersistenceRegions[%d] %q is listed twice", i, r)
 		}

@@ -295,12 +295,12 @@ func (cfg Config) validate() error {
 			bad("Splits %d cannot be combined with Ordering %s: each subscription is read by exactly one split; leave Splits unset", cfg.Splits, OrderingPerKey)
 		}
 	default:
-		bad("Ordering %q is unknown; use %q or %q", cfg.Ordering, OrderingNone, OrderingPerKey)
+		bad("Ordering %q is unknown; use %q or %q", text.Truncate(string(cfg.Ordering), maxQuotedValue), OrderingNone, OrderingPerKey)
 	}
 	switch cfg.Finalization {
 	case FinalizationAuto, FinalizationOn, FinalizationOff:
 	default:
-		bad("Finalization %q is unknown; use %q, %q or %q", cfg.Finalization, FinalizationAuto, FinalizationOn, FinalizationOff)
+		bad("Finalization %q is unknown; use %q, %q or %q", text.Truncate(string(cfg.Finalization), maxQuotedValue), FinalizationAuto, FinalizationOn, FinalizationOff)
 	}
 	if err := cfg.Format.Validate(); err != nil {
 		bad("Format: %w", err)
@@ -308,7 +308,7 @@ func (cfg Config) validate() error {
 	switch cfg.DecodePolicy {
 	case DecodeFail, DecodeDrop, DecodeNack, DecodeDeadLetter:
 	default:
-		bad("DecodePolicy %q is unknown; use %q, %q, %q or %q", cfg.DecodePolicy, DecodeFail, DecodeDrop, DecodeNack, DecodeDeadLetter)
+		bad("DecodePolicy %q is unknown; use %q, %q, %q or %q", text.Truncate(string(cfg.DecodePolicy), maxQuotedValue), DecodeFail, DecodeDrop, DecodeNack, DecodeDeadLetter)
 	}
 	errs = append(errs, cfg.checkLimits()...)
 	if a := cfg.TimestampAttribute; a != "" {
@@ -320,11 +320,11 @@ func (cfg Config) validate() error {
 			bad("TimestampAttribute %q %s, so no message can carry it; name the attribute holding the event time", text.Truncate(a, maxQuotedValue), problem)
 		}
 	}
-	if cfg.MaxOutstandingMessages < -1 {
-		bad("MaxOutstandingMessages %d must be positive, or -1 for no limit", cfg.MaxOutstandingMessages)
+	if cfg.MaxOutstandingMessages < -1 || cfg.MaxOutstandingMessages > maxOutstandingMessages {
+		bad("MaxOutstandingMessages %d must be between 1 and %d, or -1 for no limit", cfg.MaxOutstandingMessages, maxOutstandingMessages)
 	}
-	if cfg.MaxOutstandingBytes < -1 {
-		bad("MaxOutstandingBytes %d must be positive, or -1 for no limit", cfg.MaxOutstandingBytes)
+	if cfg.MaxOutstandingBytes < -1 || cfg.MaxOutstandingBytes > maxOutstandingBytes {
+		bad("MaxOutstandingBytes %d must be between 1 and %d, or -1 for no limit", cfg.MaxOutstandingBytes, maxOutstandingBytes)
 	}
 	if cfg.MaxMessages < 0 {
 		bad("MaxMessages %d must not be negative (0 reads without a count limit)", cfg.MaxMessages)

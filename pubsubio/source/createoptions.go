@@ -77,6 +77,7 @@ const (
 	maxSubscriptionRetain     = maxRetention
 	defaultSubscriptionRetain = 7 * 24 * time.Hour // Pub/Sub's default retention
 	minExpirationTTL          = 24 * time.Hour
+	maxExpirationTTL          = 365 * 24 * time.Hour
 	minDeliveryAttempts       = 5
 	maxDeliveryAttempts       = 100
 	maxFilterBytes            = 256
@@ -112,8 +113,8 @@ func (o SubscriptionCreateOptions) validate(field string) []error {
 		bad("ExpirationTTL %v must be positive, or 0 for Pub/Sub's 31 days; use NeverExpire for no expiration", ttl)
 	case ttl > 0 && o.NeverExpire:
 		bad("ExpirationTTL %v and NeverExpire are both set; choose one", ttl)
-	case ttl > 0 && ttl < minExpirationTTL:
-		bad("ExpirationTTL %v must be at least %v (Pub/Sub's minimum)", ttl, minExpirationTTL)
+	case ttl > 0 && (ttl < minExpirationTTL || ttl > maxExpirationTTL):
+		bad("ExpirationTTL %v must be from %v to %v (Pub/Sub's range); use NeverExpire for no expiration", ttl, minExpirationTTL, maxExpirationTTL)
 	case ttl > 0 && ttl < o.retention():
 		bad("ExpirationTTL %v must be at least the message retention %v, as Pub/Sub requires (a subscription must not expire while it retains messages); raise ExpirationTTL or lower MessageRetention", ttl, o.retention())
 	}

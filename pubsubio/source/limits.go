@@ -13,6 +13,15 @@ import (
 // build one larger than a runner accepts, before any message is read.
 const maxStreams = 1000
 
+// maxOutstandingMessages and maxOutstandingBytes bound a stream's flow
+// control: far above what one stream carries unacked (10 MB/s for the
+// minutes before a commit), low enough that splits x streams x the limit
+// cannot overflow.
+const (
+	maxOutstandingMessages = 10_000_000
+	maxOutstandingBytes    = 1 << 40
+)
+
 // pollsPerIdle is how many PollDelays LeaseIdle and IdleTimeout must span,
 // so that a split polled on schedule is never taken for an idle one.
 const pollsPerIdle = 10
@@ -45,14 +54,20 @@ func (cfg Config) checkLimits() []error {
 		return errs // the cross-checks below assume values in range
 	}
 	if streams := max(len(cfg.Subscriptions), cfg.Splits) * cfg.ParallelPullCount; streams > maxStreams {
-		errs = append(errs, fmt.Errorf("max(len(Subscriptions) %d, Splits %d) x ParallelPullCount %d is %d streaming pulls, more than %d; lower Splits or ParallelPullCount, or split the subscriptions over several reads",
+		errs = append(errs, fmt.Errorf("max(len(Subscriptions) %d, Splits %d) x ParallelPullCount %d is %d streaming pulls, over %d; lower Splits or ParallelPullCount, or use several reads",
 			len(cfg.Subscriptions), cfg.Splits, cfg.ParallelPullCount, streams, maxStreams))
 	}
 	if cfg.LeaseIdle < pollsPerIdle*cfg.PollDelay {
-		errs = append(errs, fmt.Errorf("LeaseIdle %v is under %d x PollDelay %v: a split polled on schedule would be released between polls; raise LeaseIdle or lower PollDelay", cfg.LeaseIdle, pollsPerIdle, cfg.PollDelay))
+		errs = append(errs, fmt.Errorf("LeaseIdle %v is under %d x PollDelay %v, so a split could be released between polls; raise LeaseIdle or lower PollDelay", cfg.LeaseIdle, pollsPerIdle, cfg.PollDelay))
+	}
+	if cfg.WatermarkIdle < pollsPerIdle*cfg.PollDelay {
+		errs = append(errs, fmt.Errorf("WatermarkIdle %v is under %d x PollDelay %v, so a busy split could look idle between polls; raise WatermarkIdle or lower PollDelay", cfg.WatermarkIdle, pollsPerIdle, cfg.PollDelay))
+	}
+	if cfg.MaxDurationPerAckExtension > cfg.MaxExtension {
+		errs = append(errs, fmt.Errorf("MaxDurationPerAckExtension %v exceeds MaxExtension %v, which caps every extension; raise MaxExtension or lower MaxDurationPerAckExtension", cfg.MaxDurationPerAckExtension, cfg.MaxExtension))
 	}
 	if cfg.IdleTimeout != 0 && cfg.IdleTimeout < pollsPerIdle*cfg.PollDelay {
-		errs = append(errs, fmt.Errorf("IdleTimeout %v is under %d x PollDelay %v: the read could end between two polls of a subscription that is not idle; raise IdleTimeout or lower PollDelay", cfg.IdleTimeout, pollsPerIdle, cfg.PollDelay))
+		errs = append(errs, fmt.Errorf("IdleTimeout %v is under %d x PollDelay %v, so the read could end between polls; raise IdleTimeout or lower PollDelay", cfg.IdleTimeout, pollsPerIdle, cfg.PollDelay))
 	}
 	return errs
 }

@@ -69,7 +69,7 @@ func TestSetupValidationNamesOptionValueAndRange(t *testing.T) {
 		{"expiration below 1 day", withSetup(createWith(func(o *SubscriptionCreateOptions) {
 			o.ExpirationTTL = 23 * time.Hour
 			o.MessageRetention = time.Hour
-		})), []string{"Setup[0].Create.ExpirationTTL", "23h0m0s", "at least 24h0m0s"}},
+		})), []string{"Setup[0].Create.ExpirationTTL", "23h0m0s", "from 24h0m0s to 8760h0m0s"}},
 		{"expiration shorter than retention", withSetup(createWith(func(o *SubscriptionCreateOptions) { o.ExpirationTTL = 2 * 24 * time.Hour })),
 			[]string{"Setup[0].Create.ExpirationTTL", "48h0m0s", "message retention 168h0m0s"}},
 		{"negative expiration", withSetup(createWith(func(o *SubscriptionCreateOptions) { o.ExpirationTTL = -time.Hour })),

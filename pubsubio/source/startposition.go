@@ -9,6 +9,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -128,7 +129,7 @@ func (p StartPosition) validate(field string, sub model.Subscription) []error {
 			bad("Snapshot: %v", err)
 		}
 	default:
-		bad("Kind %q is unknown; use %q (default), %q, %q, %q or %q", p.Kind,
+		bad("Kind %q is unknown; use %q (default), %q, %q, %q or %q", text.Truncate(string(p.Kind), maxQuotedValue),
 			PositionResume, PositionEarliestRetained, PositionLatest, PositionTimestamp, PositionSnapshot)
 		return errs
 	}
@@ -136,7 +137,7 @@ func (p StartPosition) validate(field string, sub model.Subscription) []error {
 		bad("Time %v is set but Kind is %s, which does not use it; use Kind %s or clear Time", p.Time, p.Kind, PositionTimestamp)
 	}
 	if p.Snapshot != "" && p.Kind != PositionSnapshot {
-		bad("Snapshot %q is set but Kind is %s, which does not use it; use Kind %s or clear Snapshot", p.Snapshot, p.Kind, PositionSnapshot)
+		bad("Snapshot %q is set but Kind is %s, which does not use it; use Kind %s or clear Snapshot", text.Truncate(p.Snapshot, maxQuotedValue), p.Kind, PositionSnapshot)
 	}
 	return errs
 }
