@@ -318,7 +318,7 @@ func Decode(m model.Message) (FailedMessage, error) {
 	switch v, ok := a[AttrStage]; {
 	case ok && !Stage(v).known():
 		bad(AttrStage, fmt.Errorf("not one of %s", knownStages))
-	case !ok && !strings.Contains(a[AttrOmitted], AttrStage):
+	case !ok && !omits(a[AttrOmitted], AttrStage):
 		errs = append(errs, fmt.Errorf("%s is missing, and %s does not say it was left out", AttrStage, AttrOmitted))
 	}
 	parseTime(AttrTime, &f.Time)
@@ -337,6 +337,18 @@ func Decode(m model.Message) (FailedMessage, error) {
 		return FailedMessage{}, fmt.Errorf("dlq.Decode: malformed dead letter (message %q): %w", m.ID, err)
 	}
 	return f, nil
+}
+
+// omits reports whether omitted, an AttrOmitted value, lists key as left
+// out: one of its "; "-separated entries starts with the key and a space,
+// as the envelope's omit writes them.
+func omits(omitted, key string) bool {
+	for _, entry := range strings.Split(omitted, "; ") {
+		if strings.HasPrefix(entry, key+" ") {
+			return true
+		}
+	}
+	return false
 }
 
 // splitName splits "projects/P/<collection>/ID" without validating P and

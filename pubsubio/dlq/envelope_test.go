@@ -220,6 +220,11 @@ func TestDecodeRejects(t *testing.T) {
 		{"negative delivery attempt", with(AttrDeliveryAttempt, "-3"), []string{AttrDeliveryAttempt, `"-3"`, "negative"}},
 		{"unknown stage", with(AttrStage, "transform"), []string{AttrStage, `"transform"`, "not one of"}},
 		{"missing stage", with(AttrStage, ""), []string{AttrStage, "is missing"}},
+		{"missing stage, named in passing", func() model.Message {
+			m := with(AttrStage, "")
+			m.Attributes[AttrOmitted] = "dlq.attr.x (300 bytes): not about dlq.stage"
+			return m
+		}(), []string{AttrStage, "is missing"}},
 		{"bad subscription", with(AttrSubscription, "orders-sub"), []string{AttrSubscription, "projects/PROJECT/subscriptions/ID"}},
 		{"bad topic and publish time", with(AttrTopic, "projects/p/subscriptions/s"), []string{AttrTopic, "projects/PROJECT/topics/ID"}},
 	} {
