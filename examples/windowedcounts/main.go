@@ -5,9 +5,12 @@
 // window's end.
 //
 // With no flags it needs nothing installed: it starts an in-process
-// Pub/Sub server (pstest), publishes at a steady rate for --duration while
-// the pipeline runs, and then prints every window's counts with the time
-// from the window's end to its result's publication. The read stops once
+// Pub/Sub server (pstest), publishes at a steady rate for --duration to
+// --subscriptions topics in turn while the pipeline runs, each message
+// stamped with its event time in an attribute the read takes it from, and
+// then prints every window's counts with the time from the window's end to
+// its result's publication, and checks each count against what was
+// published into that window. The read stops once
 // nothing has arrived for --idle, so the example ends by itself (and the
 // last windows fire then); a production pipeline leaves it unset.
 //
@@ -36,7 +39,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio"
-	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
 )
 
 var (
@@ -45,13 +47,18 @@ var (
 	rate     = flag.Int("rate", 50, "messages published per second (the in-process server delivers about 90 a second)")
 	duration = flag.Duration("duration", 10*time.Second, "how long to publish")
 	keys     = flag.Int("keys", 3, "how many keys the messages cycle through")
+	inputs   = flag.Int("subscriptions", 2, "how many input topics, each with a subscription, the messages are spread over")
 	idle     = flag.Duration("idle", 5*time.Second, "end the read once nothing has arrived for this long")
 )
 
 const project = "windowed-counts"
 
-// keyAttribute is the attribute the counts are keyed by.
-const keyAttribute = "key"
+// keyAttribute is the attribute the counts are keyed by; timeAttribute
+// holds each message's event time, set by the publisher (Unix ms).
+const (
+	keyAttribute  = "key"
+	timeAttribute = "event_time"
+)
 
 func init() {
 	register.Function2x0(keyOf)
@@ -70,6 +77,9 @@ func main() {
 }
 
 func run(ctx context.Context) error {
+	if *size < time.Millisecond || *rate < 1 || *keys < 1 || *inputs < 1 {
+		return fmt.Errorf("--window must be at least 1ms, and --rate, --keys and --subscriptions at least 1")
+	}
 	endpoint := *emulator
 	if endpoint == "" {
 		srv := pstest.NewServer()
@@ -78,7 +88,7 @@ func run(ctx context.Context) error {
 		fmt.Printf("Started an in-process Pub/Sub server (pstest) at %s.\n", endpoint)
 	}
 	conn := pubsubio.Connection{EmulatorEndpoint: endpoint}
-	client, err := connection.NewClient(ctx, project, conn)
+	client, err := pubsubio.NewClient(ctx, project, conn)
 	if err != nil {
 		return err
 	}
@@ -90,17 +100,18 @@ func run(ctx context.Context) error {
 
 	p, s := beam.NewPipelineWithRoot()
 	msgs := pubsubio.Read(s, pubsubio.ReadConfig{
-		Subscriptions: []pubsubio.Subscription{env.input},
-		IdleTimeout:   *idle,
-		Connection:    conn,
+		Subscriptions:      env.inputs,
+		TimestampAttribute: timeAttribute,
+		IdleTimeout:        *idle,
+		Connection:         conn,
 	})
 	windowed := beam.WindowInto(s, window.NewFixedWindows(*size), beam.ParDo(s, keyOf, msgs))
 	counts := stats.Count(s, windowed)
 	pubsubio.Write(s, pubsubio.WriteConfig{Topic: env.output, Connection: conn}, beam.ParDo(s, toResult, counts))
 
-	published := make(chan int, 1)
-	go func() { published <- publish(ctx, client.Publisher(env.inputTopic.String())) }()
-	fmt.Printf("Publishing %d messages a second for %v over %d keys; windows of %v.\n", *rate, *duration, *keys, *size)
+	published := make(chan map[cell]int, 1)
+	go func() { published <- publish(ctx, client, env.inputTopics) }()
+	fmt.Printf("Publishing %d messages a second for %v over %d keys and %d topics; windows of %v.\n", *rate, *duration, *keys, len(env.inputTopics), *size)
 	if err := beamx.Run(ctx, p); err != nil {
 		return fmt.Errorf("pipeline failed: %w", err)
 	}
@@ -125,24 +136,32 @@ func toResult(w beam.Window, key string, n int, emit func(pubsubio.Message)) {
 }
 
 type environment struct {
-	inputTopic, output pubsubio.Topic
-	input, results     pubsubio.Subscription
+	inputTopics []pubsubio.Topic
+	inputs      []pubsubio.Subscription
+	output      pubsubio.Topic
+	results     pubsubio.Subscription
 }
 
-// setUp creates the input topic and subscription, and the output topic
-// with a subscription the report reads.
+// setUp creates the input topics with a subscription each, and the output
+// topic with a subscription the report reads.
 func setUp(ctx context.Context, client *pubsub.Client) (environment, error) {
 	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
 	env := environment{
-		inputTopic: pubsubio.TopicOf(project, "events-"+suffix),
-		output:     pubsubio.TopicOf(project, "counts-"+suffix),
-		input:      pubsubio.SubscriptionOf(project, "events-"+suffix),
-		results:    pubsubio.SubscriptionOf(project, "counts-"+suffix),
+		output:  pubsubio.TopicOf(project, "counts-"+suffix),
+		results: pubsubio.SubscriptionOf(project, "counts-"+suffix),
 	}
-	for _, pair := range []struct {
+	type pair struct {
 		topic pubsubio.Topic
 		sub   pubsubio.Subscription
-	}{{env.inputTopic, env.input}, {env.output, env.results}} {
+	}
+	pairs := []pair{{env.output, env.results}}
+	for i := range *inputs {
+		name := fmt.Sprintf("events-%d-%s", i, suffix)
+		env.inputTopics = append(env.inputTopics, pubsubio.TopicOf(project, name))
+		env.inputs = append(env.inputs, pubsubio.SubscriptionOf(project, name))
+		pairs = append(pairs, pair{env.inputTopics[i], env.inputs[i]})
+	}
+	for _, pair := range pairs {
 		if _, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: pair.topic.String()}); err != nil {
 			return env, fmt.Errorf("creating %s: %w", pair.topic, err)
 		}
@@ -155,34 +174,54 @@ func setUp(ctx context.Context, client *pubsub.Client) (environment, error) {
 	return env, nil
 }
 
-// publish sends *rate messages a second for *duration, keys in turn, and
-// returns how many it published.
-func publish(ctx context.Context, pub *pubsub.Publisher) int {
-	defer pub.Stop()
+// cell is one window, by its start in Unix ms, and key.
+type cell struct {
+	start int64
+	key   string
+}
+
+// publish sends *rate messages a second for *duration, to the topics and
+// keys in turn, and returns how many it published into each window and key.
+func publish(ctx context.Context, client *pubsub.Client, topics []pubsubio.Topic) map[cell]int {
+	pubs := make([]*pubsub.Publisher, len(topics))
+	for i, t := range topics {
+		pubs[i] = client.Publisher(t.String())
+		defer pubs[i].Stop()
+	}
 	tick := time.NewTicker(time.Second / time.Duration(*rate))
 	defer tick.Stop()
 	end := time.Now().Add(*duration)
-	var results []*pubsub.PublishResult
+	type sent struct {
+		at     cell
+		result *pubsub.PublishResult
+	}
+	var all []sent
 	for i := 0; time.Now().Before(end); i++ {
 		<-tick.C
-		results = append(results, pub.Publish(ctx, &pubsub.Message{
+		ms, key := time.Now().UnixMilli(), fmt.Sprintf("k%d", i%*keys)
+		start := ms - ms%size.Milliseconds() // Beam's fixed windows start at multiples of their size
+		all = append(all, sent{cell{start, key}, pubs[i%len(pubs)].Publish(ctx, &pubsub.Message{
 			Data:       []byte(fmt.Sprintf("event %d", i)),
-			Attributes: map[string]string{keyAttribute: fmt.Sprintf("k%d", i%*keys)},
-		}))
+			Attributes: map[string]string{keyAttribute: key, timeAttribute: strconv.FormatInt(ms, 10)},
+		})})
 	}
-	n := 0
-	for _, r := range results {
-		if _, err := r.Get(ctx); err == nil {
-			n++
+	want := map[cell]int{}
+	for _, m := range all {
+		if _, err := m.result.Get(ctx); err == nil {
+			want[m.at]++
 		}
 	}
-	return n
+	return want
 }
 
 // report reads every result, prints the counts per window and how long
 // after each window's end its results were published, and checks that
-// every published message was counted once.
-func report(ctx context.Context, client *pubsub.Client, results pubsubio.Subscription, published int) error {
+// each window and key has one result, counting what was published into it.
+func report(ctx context.Context, client *pubsub.Client, results pubsubio.Subscription, want map[cell]int) error {
+	published := 0
+	for _, n := range want {
+		published += n
+	}
 	type row struct {
 		start, end time.Time
 		key        string
@@ -229,9 +268,22 @@ func report(ctx context.Context, client *pubsub.Client, results pubsubio.Subscri
 	slices.Sort(latencies)
 	fmt.Printf("%d results; window end to result: p50 %v, max %v (the last windows fire when the read ends, %v idle).\n",
 		len(rows), latencies[len(latencies)/2].Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond), *idle)
-	if total != published {
-		return fmt.Errorf("the windows counted %d messages, %d were published", total, published)
+	got := map[cell]int{}
+	for _, r := range rows {
+		c := cell{r.start.UnixMilli(), r.key}
+		if _, twice := got[c]; twice {
+			return fmt.Errorf("window %v key %s has more than one result", r.start.Format("15:04:05.000"), r.key)
+		}
+		got[c] = r.n
 	}
-	fmt.Printf("Every one of the %d published messages was counted once.\n", published)
+	for c, n := range want {
+		if got[c] != n {
+			return fmt.Errorf("window %v key %s counted %d messages, %d were published into it", time.UnixMilli(c.start).UTC().Format("15:04:05.000"), c.key, got[c], n)
+		}
+	}
+	if len(got) != len(want) {
+		return fmt.Errorf("%d windows and keys have results, %d were published into", len(got), len(want))
+	}
+	fmt.Printf("Every window and key has one result, counting each of the %d published messages once.\n", published)
 	return nil
 }
