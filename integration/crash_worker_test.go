@@ -40,7 +40,8 @@ type prismServer struct {
 }
 
 // startPrism builds cmd/prism and starts it on a free port without its web
-// UI; it is SIGKILLed by its PID when the test ends.
+// UI; it and the workers it started are SIGKILLed by its process group's
+// ID when the test ends.
 func startPrism(t *testing.T) *prismServer {
 	t.Helper()
 	bin := crash.Build(t, "github.com/apache/beam/sdks/v2/go/cmd/prism", "prism")
@@ -51,7 +52,7 @@ func startPrism(t *testing.T) *prismServer {
 	port := lis.Addr().(*net.TCPAddr).Port
 	_ = lis.Close() // Prism binds it next; another process taking it in between fails the start below loudly
 	s := &prismServer{Endpoint: "localhost:" + strconv.Itoa(port)}
-	s.proc = crash.Start(t, bin, "prism", "--job_port="+strconv.Itoa(port), "--serve_http=false", "--log_kind=text")
+	s.proc = crash.StartGroup(t, bin, "prism", "--job_port="+strconv.Itoa(port), "--serve_http=false", "--log_kind=text")
 	conn, err := grpc.NewClient(s.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 // SIGKILL, its output captured so a failure can show it.
 type Process struct {
 	name   string
+	group  bool // the process leads a process group that Kill ends whole
 	cmd    *exec.Cmd
 	outBuf *outputBuffer
 	errBuf *outputBuffer
@@ -27,8 +28,23 @@ type Process struct {
 // process is SIGKILLed, if still running, when the test ends.
 func Start(t testing.TB, bin, name string, args ...string) *Process {
 	t.Helper()
-	p := &Process{name: name, outBuf: newOutputBuffer(), errBuf: newOutputBuffer(), exited: make(chan struct{})}
+	return start(t, bin, name, false, args...)
+}
+
+// StartGroup is Start for a process that starts processes of its own (a
+// job server starting SDK workers): it leads a new process group, and Kill
+// and the test's end SIGKILL the whole group, by its ID, so that no worker
+// outlives the test.
+func StartGroup(t testing.TB, bin, name string, args ...string) *Process {
+	t.Helper()
+	return start(t, bin, name, true, args...)
+}
+
+func start(t testing.TB, bin, name string, group bool, args ...string) *Process {
+	t.Helper()
+	p := &Process{name: name, group: group, outBuf: newOutputBuffer(), errBuf: newOutputBuffer(), exited: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: group}
 	p.cmd.Stdout, p.cmd.Stderr = p.outBuf, p.errBuf
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("starting %s (%s): %v", name, bin, err)
@@ -45,9 +61,14 @@ func Start(t testing.TB, bin, name string, args ...string) *Process {
 	return p
 }
 
-// Kill sends SIGKILL to the process (by its PID) and reaps it; it reports
-// whether the process was still running.
+// Kill sends SIGKILL to the process (by its PID), or to its whole group
+// (StartGroup), and reaps it; it reports whether the process was still
+// running.
 func (p *Process) Kill() bool {
+	if p.group {
+		// The group's other members may outlive its leader.
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	}
 	if !p.Running() {
 		return false
 	}
