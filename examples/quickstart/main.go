@@ -6,11 +6,14 @@
 // server (pstest), creates a topic with two subscriptions, publishes sample
 // messages and reads them back with a bounded read. The output topics do
 // not exist beforehand: the sink creates them (dynamic destinations).
-// Against real Pub/Sub (--project) it only reads.
+// Against real Pub/Sub (--project) it only reads; --idle=0 then reads
+// unbounded, a streaming job.
 //
 //	go run ./examples/quickstart
 //	go run ./examples/quickstart --emulator=localhost:8085
 //	go run ./examples/quickstart --project=my-project --subscription=orders --subscription=returns
+//	go run ./examples/quickstart --project=my-project --subscription=orders --idle=0 \
+//	    --runner=dataflow --region=us-central1 --staging_location=gs://my-bucket/staging
 package main
 
 import (
@@ -40,7 +43,7 @@ var (
 	// --project is Beam's own flag (gcpopts): the project of --subscription.
 	project       = gcpopts.Project
 	messages      = flag.Int("messages", 300, "how many sample messages to publish (embedded server and --emulator)")
-	idle          = flag.Duration("idle", 5*time.Second, "finish once nothing has arrived for this long")
+	idle          = flag.Duration("idle", 5*time.Second, "finish once nothing has arrived for this long (0, with --project: read unbounded)")
 	subscriptions stringList
 )
 
@@ -123,6 +126,12 @@ func run(ctx context.Context) error {
 	res, err := beamx.RunWithMetrics(ctx, p)
 	if err != nil {
 		return fmt.Errorf("pipeline failed: %w", err)
+	}
+	if res == nil {
+		// Submitted without waiting (Dataflow, or its --dry_run, which only
+		// translates the pipeline): there is nothing to report.
+		fmt.Println("The runner returned no result to report on.")
+		return nil
 	}
 	fmt.Printf("Read %d messages; acked %d after their bundles committed.\n",
 		counter(res, "messages_emitted"), counter(res, "messages_acked"))
