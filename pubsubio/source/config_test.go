@@ -171,7 +171,7 @@ func TestValidationErrorsNameTheOption(t *testing.T) {
 		{"Splits 2000000", func(c *Config) { c.Splits = 2000000 }, []string{"Splits 2000000"}},
 		{"ParallelPullCount 1<<20", func(c *Config) { c.ParallelPullCount = 1 << 20 }, []string{"ParallelPullCount 1048576"}},
 		{"too many streams", func(c *Config) { c.Splits, c.ParallelPullCount = 100, 20 },
-			[]string{"Splits 100", "ParallelPullCount 20", "2000 streaming pulls, more than 1000"}},
+			[]string{"Splits 100", "ParallelPullCount 20", "2000 streaming pulls, over 1000"}},
 		{"too many subscriptions for the streams", func(c *Config) { c.Subscriptions = testSubs(600); c.ParallelPullCount = 2 },
 			[]string{"len(Subscriptions) 600", "1200 streaming pulls"}},
 		{"MaxExtension a bare 60", func(c *Config) { c.MaxExtension = 60 }, []string{"MaxExtension 60ns", "nanoseconds"}},
