@@ -135,7 +135,13 @@ func TestReadCancelledGivesBackUncommitted(t *testing.T) {
 	ids := e.Publish(t, topic, n, 64, nil)
 	conn := pubsubio.Connection{EmulatorEndpoint: e.Endpoint}
 
-	p, first := readInto(t, pubsubio.ReadConfig{Subscriptions: subs, LeaseIdle: time.Second, Connection: conn}, nil)
+	// MaxDurationPerAckExtension bounds the stream's ack deadline, and so
+	// how long what pstest sent on the cancelled run's stream, and its
+	// client never read, stays out (README, Known limits): 10 s, not the
+	// client's 60 s.
+	p, first := readInto(t, pubsubio.ReadConfig{
+		Subscriptions: subs, LeaseIdle: time.Second, MaxDurationPerAckExtension: 10 * time.Second, Connection: conn,
+	}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- beamx.Run(ctx, p) }()
@@ -161,7 +167,10 @@ func TestReadCancelledGivesBackUncommitted(t *testing.T) {
 		t.Errorf("no message acked although the cancelled run emitted %d", collect.Len(first))
 	}
 
-	p, second := readInto(t, pubsubio.ReadConfig{Subscriptions: subs, IdleTimeout: 5 * time.Second, Connection: conn}, nil)
+	// What was stranded on the cancelled run's stream comes back when its
+	// 10 s lease lapses: the second run waits twice that for arrivals
+	// before it ends.
+	p, second := readInto(t, pubsubio.ReadConfig{Subscriptions: subs, IdleTimeout: 20 * time.Second, Connection: conn}, nil)
 	if err := beamx.Run(context.Background(), p); err != nil {
 		t.Fatalf("second run failed: %v", err)
 	}
