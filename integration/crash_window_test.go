@@ -23,6 +23,7 @@ import (
 // how many were lost; README, Delivery guarantee, says where the promise
 // holds.
 func TestCrashWindowedPipelineLosesOnlyOpenWindows(t *testing.T) {
+	t.Parallel() // mostly waiting for the emulator's redeliveries, on topics of its own
 	e := emulator.Require(t)
 	n := crash.EnvInt(t, crash.EnvMessages, crash.DefaultMessages)
 	_, seed := crash.Rand(t) // no random points here; logged for the summary line
@@ -80,6 +81,7 @@ func TestCrashWindowedPipelineLosesOnlyOpenWindows(t *testing.T) {
 // allowed lateness longer than the emulator takes to give them back, none
 // may be missing.
 func TestCrashWindowedPipelineRedeliveriesWithinAllowedLateness(t *testing.T) {
+	t.Parallel() // mostly waiting for the emulator's redeliveries, on topics of its own
 	e := emulator.Require(t)
 	n := crash.EnvInt(t, crash.EnvMessages, crash.DefaultMessages)
 	_, seed := crash.Rand(t)
