@@ -1,0 +1,224 @@
+package typed
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+)
+
+// decoderFor is a decoding DoFn's core for cfg, set up against its
+// server, torn down with the test.
+func decoderFor(t *testing.T, cfg DecodeConfig, elem reflect.Type) (*decodeCore, error) {
+	t.Helper()
+	cfg, err := cfg.withDefaults(elem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &decodeCore{Cfg: cfg, Type: beam.EncodedType{T: elem}}
+	t.Cleanup(func() { c.Teardown() })
+	return c, c.Setup(context.Background())
+}
+
+// avroPayload writes native with schema.
+func avroPayload(t *testing.T, schema string, native map[string]any, enc Encoding) []byte {
+	t.Helper()
+	c, err := newAvroCodec(schema, reflect.TypeOf(struct{}{}), decoding, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b []byte
+	if enc == EncodingJSON {
+		b, err = c.avro.TextualFromNative(nil, native)
+	} else {
+		b, err = c.avro.BinaryFromNative(nil, native)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Messages naming a revision are read with it, in the encoding they name;
+// each revision is fetched once per process however many DoFns read it.
+func TestDecodeWithRevisions(t *testing.T) {
+	resetRevisions(t)
+	f := newFakeSchemas(t)
+	revs := f.schema(t, "readings", pubsubpb.Schema_AVRO, readingSchema, readingSchemaV2)
+	cfg := DecodeConfig{Format: FormatAvro, AvroSchema: readingSchemaV2, Connection: f.conn}
+	unit := "°C"
+	v1 := schemaMessage("1", "readings", revs[0], EncodingBinary, avroPayload(t, readingSchema, map[string]any{"sensor": "a", "value": 1.0}, EncodingBinary))
+	v2 := schemaMessage("2", "readings", revs[1], EncodingJSON, avroPayload(t, readingSchemaV2, map[string]any{"sensor": "b", "value": 2.0, "unit": map[string]any{"string": unit}}, EncodingJSON))
+	for i := range 2 { // two DoFn instances, sharing the cache
+		c, err := decoderFor(t, cfg, readingType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			m    model.Message
+			want reading
+		}{{v1, reading{Sensor: "a", Value: 1}}, {v2, reading{Sensor: "b", Value: 2, Unit: &unit}}} {
+			got, err := c.decode(context.Background(), tc.m)
+			if err != nil {
+				t.Fatalf("instance %d, message %s: %v", i, tc.m.ID, err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("instance %d, message %s (-want +got):\n%s", i, tc.m.ID, diff)
+			}
+		}
+	}
+	if n := f.gets.count(); n != 2 {
+		t.Errorf("GetSchema was called %d times for 2 revisions read by 2 DoFns", n)
+	}
+}
+
+// A revision that cannot be read is a decode failure of its messages,
+// remembered; one the service could not give now is not.
+func TestDecodeRevisionFailures(t *testing.T) {
+	resetRevisions(t)
+	f := newFakeSchemas(t)
+	avroRevs := f.schema(t, "readings", pubsubpb.Schema_AVRO, readingSchema, `{"type":"record","name":"Reading","fields":[{"name":"sensor","type":"long"}]}`)
+	protoRevs := f.schema(t, "protos", pubsubpb.Schema_PROTOCOL_BUFFER, `syntax = "proto3"; message Reading { string sensor = 1; }`)
+	c, err := decoderFor(t, DecodeConfig{Format: FormatAvro, AvroSchema: readingSchemaV2, Connection: f.conn}, readingType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	payload := avroPayload(t, readingSchema, map[string]any{"sensor": "a", "value": 1.0}, EncodingBinary)
+	for _, tc := range []struct {
+		name string
+		m    model.Message
+		want []string
+	}{
+		{"deleted revision", schemaMessage("1", "readings", "deadbeef", EncodingBinary, payload), []string{"projects/typed-project/schemas/readings@deadbeef cannot be read", "NotFound"}},
+		{"a Protocol Buffer schema", schemaMessage("2", "protos", protoRevs[0], EncodingBinary, payload), []string{"is a PROTOCOL_BUFFER schema, not Avro"}},
+		{"a revision the type does not fit", schemaMessage("3", "readings", avroRevs[1], EncodingBinary, payload), []string{"@" + avroRevs[1], "typed.reading.Sensor is a string, but Avro long"}},
+		{"a malformed name", schemaMessage("4", "readings/x", avroRevs[0], EncodingBinary, payload), []string{SchemaNameAttribute, "not a schema name"}},
+		{"a malformed revision", schemaMessage("5", "readings", "a/b", EncodingBinary, payload), []string{SchemaRevisionAttribute, `"a/b"`}},
+		{"an unknown encoding", schemaMessage("6", "readings", avroRevs[0], "XML", payload), []string{SchemaEncodingAttribute, `"XML"`}},
+		{"the payload of another revision", schemaMessage("7", "readings", avroRevs[0], EncodingJSON, payload), []string{"not a record Reading in Avro's JSON encoding"}},
+	} {
+		_, err := c.decode(ctx, tc.m)
+		wantError(t, tc.name, err, tc.want...)
+		if u := (*unavailable)(nil); errors.As(err, &u) {
+			t.Errorf("%s: %v is taken for an outage", tc.name, err)
+		}
+	}
+	before := f.gets.count()
+	if _, err := c.decode(ctx, schemaMessage("8", "readings", "deadbeef", EncodingBinary, payload)); err == nil || f.gets.count() != before {
+		t.Errorf("a missing revision was fetched again (%d calls, then %d): %v", before, f.gets.count(), err)
+	}
+
+	// The client retries UNAVAILABLE until Connection.RPCTimeout.
+	resetRevisions(t)
+	conn := f.conn
+	conn.RPCTimeout = time.Second
+	if c, err = decoderFor(t, DecodeConfig{Format: FormatAvro, AvroSchema: readingSchemaV2, Connection: conn}, readingType); err != nil {
+		t.Fatal(err)
+	}
+	f.gets.fail = status.Error(codes.Unavailable, "the schema service is down")
+	_, err = c.decode(ctx, schemaMessage("9", "readings", avroRevs[0], EncodingBinary, payload))
+	if u := (*unavailable)(nil); !errors.As(err, &u) || !strings.Contains(err.Error(), "got no answer within Connection.RPCTimeout 1s") {
+		t.Fatalf("an unavailable schema service: %v, want an outage", err)
+	}
+	f.gets.fail = nil
+	if got, err := c.decode(ctx, schemaMessage("10", "readings", avroRevs[0], EncodingBinary, payload)); err != nil || got.(reading).Sensor != "a" {
+		t.Errorf("after the outage: %v, %v; the failed fetch was remembered", got, err)
+	}
+}
+
+// The revision cache holds at most its bound, dropping the least recently
+// used.
+func TestRevisionCacheBound(t *testing.T) {
+	c := &revisionCache{max: 2}
+	fetches := 0
+	get := func(rev string) {
+		_, _, err := c.get(context.Background(), revisionKey{revision: rev}, func(context.Context) (*avroCodec, bool, error) {
+			fetches++
+			return &avroCodec{}, false, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, rev := range []string{"a", "b", "a", "c", "a", "b"} {
+		get(rev)
+	}
+	// a, b fetched; a hit; c evicts b; a hit; b fetched again, evicting c.
+	if fetches != 4 || len(c.entries) != 2 || c.lru.Len() != 2 {
+		t.Errorf("%d fetches, %d entries, %d in LRU order; want 4, 2, 2", fetches, len(c.entries), c.lru.Len())
+	}
+}
+
+// The topic check, before the first message: every mismatch is named with
+// the topic, its schema and encoding.
+func TestTopicCheck(t *testing.T) {
+	f := newFakeSchemas(t)
+	avroRevs := f.schema(t, "readings", pubsubpb.Schema_AVRO, readingSchema, readingSchemaV2)
+	f.schema(t, "protos", pubsubpb.Schema_PROTOCOL_BUFFER, `syntax = "proto3"; message PubsubMessage { bytes data = 1; }`)
+	avroBinary := f.topic(t, "avro-binary", "readings", pubsubpb.Encoding_BINARY)
+	protoJSON := f.topic(t, "proto-json", "protos", pubsubpb.Encoding_JSON)
+	plain := f.topic(t, "plain", "", 0)
+	const described = "Topic projects/typed-project/topics/avro-binary has schema projects/typed-project/schemas/readings (AVRO, encoding BINARY), which does not match"
+	enc := func(cfg EncodeConfig, elem reflect.Type) error {
+		cfg.Connection = f.conn
+		cfg, err := cfg.withDefaults(elem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &encodeCore{Cfg: cfg, Type: beam.EncodedType{T: elem}}
+		defer c.Teardown()
+		return c.Setup(context.Background())
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  EncodeConfig
+		elem reflect.Type
+		want []string
+	}{
+		{"protobuf to an Avro topic", EncodeConfig{Format: FormatProtobuf, Topic: avroBinary}, pubsubMessageType, []string{described, "Format PROTOBUF does not read or write AVRO schemas"}},
+		{"plain JSON to an Avro topic", EncodeConfig{Format: FormatJSON, Topic: avroBinary}, readingType, []string{described, "Format JSON writes plain JSON", "Encoding JSON"}},
+		{"the wrong encoding", EncodeConfig{Format: FormatProtobuf, Topic: protoJSON}, pubsubMessageType, []string{"(PROTOCOL_BUFFER, encoding JSON)", "Encoding is BINARY, the topic's JSON"}},
+		{"an Avro schema that is no revision", EncodeConfig{Format: FormatAvro, Topic: avroBinary, AvroSchema: orderSchema}, orderType, []string{described, "AvroSchema is none of the schema's 2 revisions"}},
+		{"the topic's schema does not fit the type", EncodeConfig{Format: FormatAvro, Topic: avroBinary}, orderType, []string{"pubsubio.Encode: schema projects/typed-project/schemas/readings@" + avroRevs[1] + " of Topic projects/typed-project/topics/avro-binary", "typed.order.ID"}},
+		{"Avro to a topic without a schema, no AvroSchema", EncodeConfig{Format: FormatAvro, Topic: plain}, readingType, []string{"Topic projects/typed-project/topics/plain has no schema", "set AvroSchema"}},
+		{"a missing topic", EncodeConfig{Format: FormatJSON, Topic: model.TopicOf(testProject, "missing")}, readingType, []string{"Topic projects/typed-project/topics/missing does not exist"}},
+	} {
+		wantError(t, tc.name, enc(tc.cfg, tc.elem), append(tc.want, "pubsubio.Encode: ")...)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  EncodeConfig
+		elem reflect.Type
+	}{
+		{"Avro, the topic's newest revision", EncodeConfig{Format: FormatAvro, Topic: avroBinary}, readingType},
+		{"Avro, an older revision given", EncodeConfig{Format: FormatAvro, Topic: avroBinary, AvroSchema: readingSchemaV2}, readingType},
+		{"Protobuf JSON", EncodeConfig{Format: FormatProtobuf, Encoding: EncodingJSON, Topic: protoJSON}, pubsubMessageType},
+		{"anything to a topic without a schema", EncodeConfig{Format: FormatJSON, Topic: plain}, readingType},
+	} {
+		if err := enc(tc.cfg, tc.elem); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+	// Decoding with the topic's schema: its newest revision, or the one
+	// the topic's settings end at.
+	if _, err := f.srv.GServer.UpdateTopic(context.Background(), &pubsubpb.UpdateTopicRequest{
+		Topic:      &pubsubpb.Topic{Name: avroBinary.String(), SchemaSettings: &pubsubpb.SchemaSettings{Schema: schemaName("readings"), Encoding: pubsubpb.Encoding_BINARY, LastRevisionId: avroRevs[0]}},
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"schema_settings"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := decoderFor(t, DecodeConfig{Format: FormatAvro, Topic: avroBinary, Connection: f.conn}, readingType)
+	wantError(t, "a topic ending at revision 1, which lacks reading.Unit", err, "readings@"+avroRevs[0], "typed.reading.Unit")
+}
