@@ -42,6 +42,18 @@ const (
 	EncodingJSON = typed.EncodingJSON
 )
 
+// The attributes Pub/Sub sets on every message published to a topic with a
+// schema, which Decode reads each message by.
+const (
+	// SchemaNameAttribute holds the schema's name.
+	SchemaNameAttribute = typed.SchemaNameAttribute
+	// SchemaRevisionAttribute holds the revision the message was
+	// validated against.
+	SchemaRevisionAttribute = typed.SchemaRevisionAttribute
+	// SchemaEncodingAttribute holds the encoding, JSON or BINARY.
+	SchemaEncodingAttribute = typed.SchemaEncodingAttribute
+)
+
 // Decode turns msgs, a PCollection<Message>, into a PCollection<T> of the
 // element type t (KV<Message, T> under cfg.KeepMessage), each value at its
 // message's event time, and returns with them the dead letters, a

@@ -15,6 +15,10 @@ type avroCodec struct {
 	avro *goavro.Codec
 	plan *avroConv
 	t    reflect.Type
+	// schema is the record, walked before goavro reads a binary payload
+	// when scan is set (avroscan.go).
+	schema *avroType
+	scan   bool
 	// record names the schema in errors: its record's full name.
 	record string
 }
@@ -33,11 +37,14 @@ func newAvroCodec(schema string, t reflect.Type, dir direction, lenient bool) (*
 	if err != nil {
 		return nil, fmt.Errorf("the Avro schema does not parse: %w", err)
 	}
+	if err := checkItemSizes(at, map[*avroType]bool{}); err != nil {
+		return nil, err
+	}
 	plan, err := planAvro(at, t, dir, lenient)
 	if err != nil {
 		return nil, err
 	}
-	return &avroCodec{avro: c, plan: plan, t: t, record: at.name}, nil
+	return &avroCodec{avro: c, plan: plan, t: t, record: at.name, schema: at, scan: hasBlocks(at, map[*avroType]bool{})}, nil
 }
 
 // checkAvroType returns why t cannot be read from or written with schema,
@@ -62,6 +69,10 @@ func (c *avroCodec) decode(data []byte, enc Encoding) (any, error) {
 	if enc == EncodingJSON {
 		native, rest, err = c.avro.NativeFromTextual(data)
 		rest = bytes.TrimSpace(rest)
+	} else if c.scan {
+		if err = scanBlocks(c.schema, data); err == nil {
+			native, rest, err = c.avro.NativeFromBinary(data)
+		}
 	} else {
 		native, rest, err = c.avro.NativeFromBinary(data)
 	}

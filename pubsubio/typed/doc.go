@@ -19,7 +19,9 @@
 //     binary decoding keeps them aside).
 //   - FormatAvro: github.com/linkedin/goavro/v2, EncodingBinary (a single
 //     record, no container header, as Pub/Sub carries it) or EncodingJSON
-//     (Avro's JSON encoding, unions as {"type": value}). The writer's
+//     (Avro's JSON encoding, unions as {"type": value}; goavro writes a
+//     record's fields in no fixed order, which readers, matching them by
+//     name, do not mind). The writer's
 //     schema is AvroSchema, or the topic's, or, for a message that names
 //     one, the schema revision it names (below).
 //

@@ -32,7 +32,7 @@ func printFailure(f pubsubio.FailedMessage) {
 	fmt.Printf("dead letter: message %s, stage %s\n", f.Message.ID, f.Stage)
 }
 
-func printMessage(m pubsubio.Message) { fmt.Println(string(m.Data)) }
+func printMessage(m pubsubio.Message) { fmt.Printf("% x\n", m.Data) }
 
 // Decode JSON payloads into a struct; a payload that is not an Order goes
 // to the dead letters. In a pipeline the messages come from pubsubio.Read.
@@ -55,14 +55,13 @@ func ExampleDecode() {
 	// dead letter: message 2, stage decode
 }
 
-// Encode structs as Avro records, here in Avro's JSON encoding so that the
-// output is readable, for pubsubio.Write.
+// Encode structs as binary Avro records for pubsubio.Write: the string's
+// length and bytes, then the double.
 func ExampleEncode() {
 	p, s := beam.NewPipelineWithRoot()
 	orders := beam.Create(s, Order{ID: "a-1", Total: 12.5}, Order{ID: "a-2", Total: 3})
 	msgs, _ := pubsubio.Encode(s, pubsubio.EncodeConfig{
 		Format:     pubsubio.TypedAvro,
-		Encoding:   pubsubio.EncodingJSON,
 		AvroSchema: `{"type": "record", "name": "Order", "fields": [{"name": "id", "type": "string"}, {"name": "total", "type": "double"}]}`,
 	}, orders)
 	beam.ParDo0(s, printMessage, msgs)
@@ -70,6 +69,6 @@ func ExampleEncode() {
 		fmt.Println(err)
 	}
 	// Unordered output:
-	// {"id":"a-1","total":12.5}
-	// {"id":"a-2","total":3}
+	// 06 61 2d 31 00 00 00 00 00 00 29 40
+	// 06 61 2d 32 00 00 00 00 00 00 08 40
 }
