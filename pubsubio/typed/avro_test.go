@@ -282,3 +282,45 @@ func TestAvroNamesAndUnionKeys(t *testing.T) {
 		t.Errorf("namespaces: %q with a field of %q", lines.name, lines.fields[1].typ.name)
 	}
 }
+
+// Strings in slices and maps convert whole when the Go type allows it
+// (named containers included), item by item otherwise.
+func TestAvroStringContainers(t *testing.T) {
+	type (
+		names  []string
+		label  string
+		labels map[string]label
+		holder struct {
+			A names             `avro:"a"`
+			B labels            `avro:"b"`
+			C map[string]string `avro:"c"`
+			D []label           `avro:"d"`
+		}
+	)
+	schema := `{"type":"record","name":"H","fields":[
+	  {"name":"a","type":{"type":"array","items":"string"}},
+	  {"name":"b","type":{"type":"map","values":"string"}},
+	  {"name":"c","type":{"type":"map","values":{"type":"enum","name":"E","symbols":["X","Y"]}}},
+	  {"name":"d","type":{"type":"array","items":"string"}}]}`
+	want := holder{A: names{"x", "y"}, B: labels{"k": "v"}, C: map[string]string{"k": "Y"}, D: []label{"p"}}
+	enc, err := newAvroCodec(schema, reflect.TypeOf(holder{}), encoding, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := newAvroCodec(schema, reflect.TypeOf(holder{}), decoding, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []Encoding{EncodingBinary, EncodingJSON} {
+		data, err := enc.encode(want, e)
+		if err != nil {
+			t.Fatalf("%s: %v", e, err)
+		}
+		got, err := dec.decode(data, e)
+		if err != nil || !cmp.Equal(got, want) {
+			t.Errorf("%s: %+v, %v", e, got, err)
+		}
+	}
+	_, err = enc.encode(holder{C: map[string]string{"k": "Z"}}, EncodingBinary)
+	wantError(t, "an enum symbol in a map", err, "Z")
+}

@@ -7,7 +7,46 @@ import (
 
 // Arrays, maps and unions: the Avro types that hold others.
 
+var (
+	stringSliceType = reflect.TypeOf([]string(nil))
+	stringMapType   = reflect.TypeOf(map[string]string(nil))
+)
+
+// stringItems reports whether at holds strings (or enum symbols) that gt,
+// a slice or map, holds as strings, so that a whole array or map converts
+// to or from fast, the type every such slice or map converts to: the
+// commonest containers, converted without reflection per item.
+func stringItems(at *avroType, gt, fast reflect.Type) bool {
+	return (at.items.kind == "string" || at.items.kind == "enum") && at.items.logical == "" && gt.ConvertibleTo(fast)
+}
+
 func (pl *avroPlanner) array(at *avroType, gt reflect.Type, path string) (*avroConv, error) {
+	if stringItems(at, gt, stringSliceType) {
+		return &avroConv{
+			fromNative: func(n any, v reflect.Value) error {
+				xs, ok := n.([]any)
+				if !ok {
+					return nativeMismatch(n, v)
+				}
+				out := make([]string, len(xs))
+				for i, x := range xs {
+					if out[i], ok = x.(string); !ok {
+						return nativeMismatch(x, v)
+					}
+				}
+				v.Set(reflect.ValueOf(out).Convert(gt))
+				return nil
+			},
+			toNative: func(v reflect.Value) (any, error) {
+				xs := v.Convert(stringSliceType).Interface().([]string)
+				out := make([]any, len(xs))
+				for i, x := range xs {
+					out[i] = x
+				}
+				return out, nil
+			},
+		}, nil
+	}
 	elem, err := pl.conv(at.items, gt.Elem(), path+"[]")
 	if err != nil {
 		return nil, err
@@ -42,6 +81,32 @@ func (pl *avroPlanner) array(at *avroType, gt reflect.Type, path string) (*avroC
 }
 
 func (pl *avroPlanner) mapOf(at *avroType, gt reflect.Type, path string) (*avroConv, error) {
+	if stringItems(at, gt, stringMapType) {
+		return &avroConv{
+			fromNative: func(n any, v reflect.Value) error {
+				xs, ok := n.(map[string]any)
+				if !ok {
+					return nativeMismatch(n, v)
+				}
+				out := make(map[string]string, len(xs))
+				for k, x := range xs {
+					if out[k], ok = x.(string); !ok {
+						return nativeMismatch(x, v)
+					}
+				}
+				v.Set(reflect.ValueOf(out).Convert(gt))
+				return nil
+			},
+			toNative: func(v reflect.Value) (any, error) {
+				xs := v.Convert(stringMapType).Interface().(map[string]string)
+				out := make(map[string]any, len(xs))
+				for k, x := range xs {
+					out[k] = x
+				}
+				return out, nil
+			},
+		}, nil
+	}
 	elem, err := pl.conv(at.items, gt.Elem(), path+"[]")
 	if err != nil {
 		return nil, err

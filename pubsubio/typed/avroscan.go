@@ -16,6 +16,9 @@ import (
 // bounds what goavro allocates by the payload's size. It runs only for
 // schemas that have arrays or maps.
 
+// mapKey is the type of a map's keys.
+var mapKey = &avroType{kind: "string"}
+
 // errTruncated is a payload that ends inside a value.
 var errTruncated = errors.New("the payload ends inside a value")
 
@@ -196,7 +199,7 @@ func (s *scanner) blocks(t *avroType) error {
 		}
 		for range n {
 			if t.kind == "map" {
-				if err := s.skip(&avroType{kind: "string"}); err != nil {
+				if err := s.skip(mapKey); err != nil {
 					return err
 				}
 			}
