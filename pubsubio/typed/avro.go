@@ -94,14 +94,17 @@ func (c *avroCodec) encode(v any, enc Encoding) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var b []byte
-	if enc == EncodingJSON {
-		b, err = c.avro.TextualFromNative(nil, native)
-	} else {
-		b, err = c.avro.BinaryFromNative(nil, native)
-	}
+	b, err := c.write(native, enc)
 	if err != nil {
 		return nil, fmt.Errorf("the value does not encode as a record %s in Avro's %s encoding: %w", c.record, enc, err)
 	}
 	return b, nil
+}
+
+// write writes native, goavro's form of a record, in enc.
+func (c *avroCodec) write(native any, enc Encoding) ([]byte, error) {
+	if enc == EncodingJSON {
+		return c.avro.TextualFromNative(nil, native)
+	}
+	return c.avro.BinaryFromNative(nil, native)
 }

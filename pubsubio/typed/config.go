@@ -205,40 +205,50 @@ func (p *payload) withDefaults() []error {
 // withDefaults returns cfg with its defaults filled in, validated for
 // elements of type t.
 func (cfg DecodeConfig) withDefaults(t reflect.Type) (DecodeConfig, error) {
-	p := cfg.payload()
-	errs := p.withDefaults()
-	cfg.Encoding = p.Encoding
 	construct.Default(&cfg.DecodePolicy, source.DecodeFail)
+	var own error
 	switch cfg.DecodePolicy {
 	case source.DecodeFail, source.DecodeDrop, source.DecodeDeadLetter:
 	case source.DecodeNack:
-		errs = append(errs, fmt.Errorf("DecodePolicy %s cannot apply after the read: the read emitted the message and acks it once its bundle commits, so there is nothing left to nack; use %s or %s here, or set %s on the read (its Format check) for the subscription's dead-letter policy",
-			source.DecodeNack, source.DecodeDeadLetter, source.DecodeFail, source.DecodeNack))
+		own = fmt.Errorf("DecodePolicy %s cannot apply after the read: the read emitted the message and acks it once its bundle commits, so there is nothing left to nack; use %s or %s here, or set %s on the read (its Format check) for the subscription's dead-letter policy",
+			source.DecodeNack, source.DecodeDeadLetter, source.DecodeFail, source.DecodeNack)
 	default:
-		errs = append(errs, fmt.Errorf("DecodePolicy %q is unknown; use %q, %q or %q", cfg.DecodePolicy, source.DecodeFail, source.DecodeDrop, source.DecodeDeadLetter))
+		own = fmt.Errorf("DecodePolicy %q is unknown; use %q, %q or %q", cfg.DecodePolicy, source.DecodeFail, source.DecodeDrop, source.DecodeDeadLetter)
 	}
-	if len(errs) == 0 {
-		errs = append(errs, checkType(p, t, decoding)...)
-	}
-	return cfg, construct.Invalid(apiOf(decoding), errs...)
+	p := cfg.payload()
+	err := p.validate(t, decoding, own)
+	cfg.Encoding = p.Encoding
+	return cfg, err
 }
 
 // withDefaults returns cfg with its defaults filled in, validated for
 // elements of type t.
 func (cfg EncodeConfig) withDefaults(t reflect.Type) (EncodeConfig, error) {
-	p := cfg.payload()
-	errs := p.withDefaults()
-	cfg.Encoding = p.Encoding
 	construct.Default(&cfg.FailurePolicy, sink.PolicyFail)
+	var own error
 	switch cfg.FailurePolicy {
 	case sink.PolicyFail, sink.PolicyDrop, sink.PolicyDeadLetter:
 	default:
-		errs = append(errs, fmt.Errorf("FailurePolicy %q is unknown; use %q, %q or %q", cfg.FailurePolicy, sink.PolicyFail, sink.PolicyDrop, sink.PolicyDeadLetter))
+		own = fmt.Errorf("FailurePolicy %q is unknown; use %q, %q or %q", cfg.FailurePolicy, sink.PolicyFail, sink.PolicyDrop, sink.PolicyDeadLetter)
+	}
+	p := cfg.payload()
+	err := p.validate(t, encoding, own)
+	cfg.Encoding = p.Encoding
+	return cfg, err
+}
+
+// validate fills in p's defaults and returns, as one construction error of
+// dir's API, p's problems, own (the policy's), and, when there are none,
+// why values of t cannot be what p's payloads hold.
+func (p *payload) validate(t reflect.Type, dir direction, own error) error {
+	errs := p.withDefaults()
+	if own != nil {
+		errs = append(errs, own)
 	}
 	if len(errs) == 0 {
-		errs = append(errs, checkType(p, t, encoding)...)
+		errs = checkType(*p, t, dir)
 	}
-	return cfg, construct.Invalid(apiOf(encoding), errs...)
+	return construct.Invalid(apiOf(dir), errs...)
 }
 
 // direction says whether a type is checked for decoding or for encoding,

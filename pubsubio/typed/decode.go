@@ -96,26 +96,18 @@ func (fn *decodeKeepFn) ProcessElement(ctx context.Context, m model.Message, emi
 }
 
 // decodeCore is what both decoding DoFns do. Cfg and Type are what Beam
-// serializes.
+// serializes. The codec decodes messages that name no schema revision; the
+// schema service is dialed when Topic is checked or a revision is first
+// fetched.
 type decodeCore struct {
 	Cfg  DecodeConfig
 	Type beam.EncodedType
-
-	// codec decodes messages that name no schema revision.
-	codec codec
-	// svc is dialed when Topic is checked or a revision is first fetched.
-	svc lazyService
+	prepared
 }
 
-// Setup checks Topic's schema settings, if Topic is set, and builds the
-// codec: for FormatAvro, with AvroSchema or the topic's schema.
 func (c *decodeCore) Setup(ctx context.Context) error {
-	cd, err := prepareCodec(ctx, &c.svc, c.Cfg.payload(), c.Type.T, decoding)
-	c.codec = cd
-	return err
+	return c.prepare(ctx, c.Cfg.payload(), c.Type.T, decoding)
 }
-
-func (c *decodeCore) Teardown() error { return c.svc.close() }
 
 // unavailable is a schema revision that could not be fetched this time:
 // the bundle fails, whatever the DecodePolicy, so that an outage of the

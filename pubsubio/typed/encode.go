@@ -97,21 +97,12 @@ func (fn *encodeKeepFn) ProcessElement(ctx context.Context, m model.Message, v b
 type encodeCore struct {
 	Cfg  EncodeConfig
 	Type beam.EncodedType
-
-	codec codec
-	svc   lazyService
+	prepared
 }
 
-// Setup checks Topic's schema settings, if Topic is set, and builds the
-// codec: for FormatAvro, with AvroSchema or the topic's schema.
 func (c *encodeCore) Setup(ctx context.Context) error {
-	cd, err := prepareCodec(ctx, &c.svc, c.Cfg.payload(), c.Type.T, encoding)
-	c.codec = cd
-	return err
+	return c.prepare(ctx, c.Cfg.payload(), c.Type.T, encoding)
 }
-
-// Teardown closes the connection the check opened; nothing else uses it.
-func (c *encodeCore) Teardown() error { return c.svc.close() }
 
 // encode emits v as the Data of a message made from base, or routes v per
 // FailurePolicy.

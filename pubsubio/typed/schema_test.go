@@ -38,12 +38,7 @@ func avroPayload(t *testing.T, schema string, native map[string]any, enc Encodin
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b []byte
-	if enc == EncodingJSON {
-		b, err = c.avro.TextualFromNative(nil, native)
-	} else {
-		b, err = c.avro.BinaryFromNative(nil, native)
-	}
+	b, err := c.write(native, enc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,24 @@ import (
 	"google.golang.org/grpc/status"
 )
 
+// prepared is what a decoding or encoding DoFn builds in its Setup: its
+// codec, and its connection to the schema service once it needs one.
+type prepared struct {
+	codec codec
+	svc   lazyService
+}
+
+// prepare checks p.Topic's schema settings, if Topic is set, and builds
+// the codec: for FormatAvro, with AvroSchema or the topic's schema.
+func (pr *prepared) prepare(ctx context.Context, p payload, t reflect.Type, dir direction) error {
+	cd, err := prepareCodec(ctx, &pr.svc, p, t, dir)
+	pr.codec = cd
+	return err
+}
+
+// Teardown closes the connection to the schema service, if one was made.
+func (pr *prepared) Teardown() error { return pr.svc.close() }
+
 // prepareCodec is the first step of a DoFn that decodes or encodes: it
 // checks p.Topic's schema settings, if Topic is set, and returns the codec
 // of p's format, for FormatAvro with AvroSchema or the topic's schema.
