@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -153,6 +156,42 @@ func TestRevisionCacheBound(t *testing.T) {
 	// a, b fetched; a hit; c evicts b; a hit; b fetched again, evicting c.
 	if fetches != 4 || len(c.entries) != 2 || c.lru.Len() != 2 {
 		t.Errorf("%d fetches, %d entries, %d in LRU order; want 4, 2, 2", fetches, len(c.entries), c.lru.Len())
+	}
+}
+
+// Concurrent misses for one revision share one fetch.
+func TestRevisionCacheSharesAFetch(t *testing.T) {
+	c := &revisionCache{max: 4}
+	release := make(chan struct{})
+	var fetches atomic.Int32
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cd, _, err := c.get(context.Background(), revisionKey{revision: "r"}, func(context.Context) (*avroCodec, bool, error) {
+				fetches.Add(1)
+				<-release
+				return &avroCodec{record: "R"}, false, nil
+			})
+			if err != nil || cd.record != "R" {
+				t.Errorf("got %v, %v", cd, err)
+			}
+		}()
+	}
+	for { // until a fetch began: the others find its entry, ready or not
+		c.mu.Lock()
+		e := c.entries[revisionKey{revision: "r"}]
+		c.mu.Unlock()
+		if e != nil {
+			break
+		}
+		runtime.Gosched()
+	}
+	close(release)
+	wg.Wait()
+	if n := fetches.Load(); n != 1 {
+		t.Errorf("%d fetches for one revision", n)
 	}
 }
 
