@@ -254,7 +254,7 @@ func TestTypedSchemasOnEmulator(t *testing.T) {
 
 	p, s = beam.NewPipelineWithRoot()
 	pubsubio.Encode(s, pubsubio.EncodeConfig{Format: pubsubio.TypedJSON, Topic: out, Connection: conn}, beam.Create(s, sensorReading{Sensor: "x"}))
-	wantInError(t, runFails(t, p), "Topic "+out.String()+" has schema "+schema+" (AVRO, encoding JSON)", "Format JSON writes plain JSON")
+	wantInError(t, runFails(t, p), "Topic "+out.String()+" has schema "+schema+" (AVRO, encoding JSON)", "Format JSON is plain JSON")
 }
 
 func schemaClient(t *testing.T, conn pubsubio.Connection) *vkit.SchemaClient {

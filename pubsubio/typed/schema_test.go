@@ -222,7 +222,7 @@ func TestTopicCheck(t *testing.T) {
 		want []string
 	}{
 		{"protobuf to an Avro topic", EncodeConfig{Format: FormatProtobuf, Topic: avroBinary}, pubsubMessageType, []string{described, "Format PROTOBUF does not read or write AVRO schemas"}},
-		{"plain JSON to an Avro topic", EncodeConfig{Format: FormatJSON, Topic: avroBinary}, readingType, []string{described, "Format JSON writes plain JSON", "Encoding JSON"}},
+		{"plain JSON to an Avro topic", EncodeConfig{Format: FormatJSON, Topic: avroBinary}, readingType, []string{described, "Format JSON is plain JSON", "Encoding JSON"}},
 		{"the wrong encoding", EncodeConfig{Format: FormatProtobuf, Topic: protoJSON}, pubsubMessageType, []string{"(PROTOCOL_BUFFER, encoding JSON)", "Encoding is BINARY, the topic's JSON"}},
 		{"an Avro schema that is no revision", EncodeConfig{Format: FormatAvro, Topic: avroBinary, AvroSchema: orderSchema}, orderType, []string{described, "AvroSchema is none of the schema's 2 revisions"}},
 		{"the topic's schema does not fit the type", EncodeConfig{Format: FormatAvro, Topic: avroBinary}, orderType, []string{"pubsubio.Encode: schema projects/typed-project/schemas/readings@" + avroRevs[1] + " of Topic projects/typed-project/topics/avro-binary", "typed.order.ID"}},

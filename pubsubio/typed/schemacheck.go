@@ -108,7 +108,7 @@ func checkTopic(ctx context.Context, svc *schemaService, p payload, dir directio
 	topicEncoding := strings.TrimPrefix(settings.GetEncoding().String(), "ENCODING_")
 	var mismatch []string
 	if want, ok := schemaTypes[p.Format]; !ok {
-		mismatch = append(mismatch, fmt.Sprintf("Format %s writes plain JSON, which is not the JSON encoding of an %s schema: use Format %s or %s with Encoding %s", p.Format, sc.GetType(), FormatAvro, FormatProtobuf, EncodingJSON))
+		mismatch = append(mismatch, fmt.Sprintf("Format %s is plain JSON, not the JSON encoding of an %s schema: use Format %s or %s with Encoding %s", p.Format, sc.GetType(), FormatAvro, FormatProtobuf, EncodingJSON))
 	} else if sc.GetType() != want {
 		mismatch = append(mismatch, fmt.Sprintf("Format %s does not read or write %s schemas", p.Format, sc.GetType()))
 	}
