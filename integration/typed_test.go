@@ -270,3 +270,28 @@ func schemaClient(t *testing.T, conn pubsubio.Connection) *vkit.SchemaClient {
 	t.Cleanup(func() { grpcConn.Close() })
 	return c
 }
+
+// Under DecodeFail a payload that does not decode fails the bundle naming
+// the message, and the read gives that message back before the job's
+// failure reaches the launcher: never acked, a ModifyAckDeadline of 0
+// recorded. On the pstest-backed fake, for its per-message records.
+// Emulator.Publish's payloads ("0.......") are not JSON.
+func TestTypedDecodeFailGivesTheMessageBack(t *testing.T) {
+	e, srv := emulator.Fake(t)
+	topic := e.CreateTopic(t, "typed-fail")
+	sub := e.CreateSubscription(t, topic, "typed-fail", 10*time.Second)
+	ids := e.Publish(t, topic, 1, 8, nil)
+	conn := pubsubio.Connection{EmulatorEndpoint: e.Endpoint}
+	p, s := beam.NewPipelineWithRoot()
+	msgs := pubsubio.Read(s, pubsubio.ReadConfig{Subscriptions: []pubsubio.Subscription{sub}, MaxMessages: 1, Connection: conn})
+	pubsubio.Decode(s, pubsubio.DecodeConfig{Format: pubsubio.TypedJSON}, reflect.TypeOf(sensorReading{}), msgs)
+	wantInError(t, runFails(t, p), fmt.Sprintf("message %q from %s cannot be decoded as JSON", ids[0], sub), "gives the message back")
+	m := srv.Message(ids[0])
+	nacked := false
+	for _, ma := range m.Modacks {
+		nacked = nacked || ma.AckDeadline == 0
+	}
+	if m.Acks != 0 || !nacked {
+		t.Errorf("message %s: %d acks, modacks %+v; want no ack and a ModifyAckDeadline of 0 (the give-back)", ids[0], m.Acks, m.Modacks)
+	}
+}
