@@ -236,3 +236,30 @@ func resetRevisions(t *testing.T) {
 	revisions.entries = nil
 	revisions.lru.Init()
 }
+
+// decoderFor is a decoding DoFn's core for cfg, set up against its
+// server, torn down with the test.
+func decoderFor(t *testing.T, cfg DecodeConfig, elem reflect.Type) (*decodeCore, error) {
+	t.Helper()
+	cfg, err := cfg.withDefaults(elem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &decodeCore{Cfg: cfg, Type: beam.EncodedType{T: elem}}
+	t.Cleanup(func() { c.Teardown() })
+	return c, c.Setup(context.Background())
+}
+
+// avroPayload writes native with schema.
+func avroPayload(t *testing.T, schema string, native map[string]any, enc Encoding) []byte {
+	t.Helper()
+	c, err := newAvroCodec(schema, reflect.TypeOf(struct{}{}), decoding, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.write(native, enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
