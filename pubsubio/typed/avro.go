@@ -35,7 +35,7 @@ func newAvroCodec(schema string, t reflect.Type, dir direction, lenient bool) (*
 	}
 	at, err := parseAvroSchema(schema)
 	if err != nil {
-		return nil, fmt.Errorf("the Avro schema does not parse: %w", err)
+		return nil, fmt.Errorf("the Avro schema is not supported: %w", err)
 	}
 	if err := checkItemSizes(at, map[*avroType]bool{}); err != nil {
 		return nil, err

@@ -24,8 +24,7 @@ type avroPlanner struct {
 	// lenient leaves a struct field the record lacks at its zero value
 	// instead of refusing the type: for decoding with a revision the
 	// messages name, which may be older than the type.
-	lenient  bool
-	visiting map[*avroType]bool
+	lenient bool
 }
 
 var (
@@ -39,7 +38,7 @@ func planAvro(at *avroType, t reflect.Type, dir direction, lenient bool) (*avroC
 	if at.kind != "record" {
 		return nil, fmt.Errorf("the Avro schema's top level is %s; it must be a record, which maps to the element type %v", at.describe(), t)
 	}
-	pl := &avroPlanner{dir: dir, lenient: lenient, visiting: map[*avroType]bool{}}
+	pl := &avroPlanner{dir: dir, lenient: lenient}
 	return pl.conv(at, t, t.String())
 }
 

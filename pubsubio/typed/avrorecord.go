@@ -16,12 +16,6 @@ type avroFieldPlan struct {
 
 // record maps a record to a struct, field by field (avroTag, matchField).
 func (pl *avroPlanner) record(at *avroType, gt reflect.Type, path string) (*avroConv, error) {
-	if pl.visiting[at] {
-		return nil, fmt.Errorf("%s: record %s contains itself, which is not supported", path, at.name)
-	}
-	pl.visiting[at] = true
-	defer delete(pl.visiting, at)
-
 	var plans []avroFieldPlan
 	var errs []error
 	taken := map[string]string{} // record field -> struct field

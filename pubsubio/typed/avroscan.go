@@ -8,7 +8,7 @@ import (
 // Why a binary payload is walked before goavro reads it: goavro makes room
 // for an array or map block's items as soon as it reads the block's count,
 // before reading the items, and accepts counts up to 2^31-1. A payload of
-// six bytes claiming two billion items makes it ask for tens of gigabytes,
+// five bytes claiming two billion items makes it ask for tens of gigabytes,
 // which ends the process; a poison message would take the worker down
 // instead of becoming a dead letter. Every item takes at least one byte
 // (checkItemSizes refuses schemas where it would not), so scanBlocks
@@ -22,7 +22,9 @@ var mapKey = &avroType{kind: "string"}
 // errTruncated is a payload that ends inside a value.
 var errTruncated = errors.New("the payload ends inside a value")
 
-// hasBlocks reports whether values of t can hold an array or a map.
+// hasBlocks reports whether values of t can hold an array or a map; seen
+// holds the named types already walked, since one may be referred to more
+// than once.
 func hasBlocks(t *avroType, seen map[*avroType]bool) bool {
 	if seen[t] {
 		return false
@@ -49,7 +51,7 @@ func hasBlocks(t *avroType, seen map[*avroType]bool) bool {
 
 // checkItemSizes returns why an array or map of t holds items that can
 // take no bytes at all (null, an empty record, a fixed of size 0), whose
-// count no payload size bounds.
+// count no payload size bounds; seen is as for hasBlocks.
 func checkItemSizes(t *avroType, seen map[*avroType]bool) error {
 	if seen[t] {
 		return nil
@@ -57,7 +59,7 @@ func checkItemSizes(t *avroType, seen map[*avroType]bool) error {
 	seen[t] = true
 	switch t.kind {
 	case "array", "map":
-		if t.kind == "array" && minSize(t.items, map[*avroType]bool{}) == 0 {
+		if t.kind == "array" && minSize(t.items, map[*avroType]int{}) == 0 {
 			return fmt.Errorf("an array of %s, whose items can take no bytes, is not supported", t.items.describe())
 		}
 		return checkItemSizes(t.items, seen)
@@ -78,7 +80,9 @@ func checkItemSizes(t *avroType, seen map[*avroType]bool) error {
 }
 
 // minSize is the fewest bytes a value of t takes in the binary encoding.
-func minSize(t *avroType, seen map[*avroType]bool) int {
+// known holds the records already sized: a record may be referred to more
+// than once, and never contains itself (parseAvroSchema refuses that).
+func minSize(t *avroType, known map[*avroType]int) int {
 	switch t.kind {
 	case "null":
 		return 0
@@ -89,14 +93,14 @@ func minSize(t *avroType, seen map[*avroType]bool) int {
 	case "fixed":
 		return t.size
 	case "record":
-		if seen[t] { // a record that contains itself takes bytes to stop
-			return 1
+		if n, ok := known[t]; ok {
+			return n
 		}
-		seen[t] = true
 		n := 0
 		for _, f := range t.fields {
-			n += minSize(f.typ, seen)
+			n += minSize(f.typ, known)
 		}
+		known[t] = n
 		return n
 	}
 	return 1 // a varint, a length, a union's index, a block count

@@ -52,4 +52,10 @@ func TestAvroZeroSizeItemsRefused(t *testing.T) {
 			N int32 `avro:"n"`
 		}{}), decoding, true)
 	wantError(t, "an array of nulls, even unmapped", err, "array of null")
+	_, err = newAvroCodec(`{"type":"record","name":"R","fields":[{"name":"n","type":"int"},{"name":"xs","type":{"type":"array","items":{
+	  "type":"record","name":"P","fields":[{"name":"a","type":{"type":"record","name":"E","fields":[]}},{"name":"b","type":"E"}]}}}]}`,
+		reflect.TypeOf(struct {
+			N int32 `avro:"n"`
+		}{}), decoding, true)
+	wantError(t, "an array of records holding one empty record twice", err, "array of record P")
 }

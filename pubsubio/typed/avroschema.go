@@ -77,12 +77,16 @@ func parseAvroSchema(schema string) (*avroType, error) {
 	if err := json.Unmarshal([]byte(schema), &v); err != nil {
 		return nil, fmt.Errorf("the Avro schema is not JSON: %w", err)
 	}
-	p := avroParser{named: map[string]*avroType{}}
+	p := avroParser{named: map[string]*avroType{}, open: map[*avroType]bool{}}
 	return p.parse(v, "")
 }
 
 type avroParser struct {
 	named map[string]*avroType // by full name
+	// open holds the records whose fields are being read: a reference to
+	// one of them is a record that contains itself. Names resolve only to
+	// types defined before them, so that is the only way a cycle forms.
+	open map[*avroType]bool
 }
 
 func (p avroParser) parse(v any, namespace string) (*avroType, error) {
@@ -111,13 +115,27 @@ func (p avroParser) reference(name, namespace string) (*avroType, error) {
 	}
 	if !strings.Contains(name, ".") && namespace != "" {
 		if t := p.named[namespace+"."+name]; t != nil {
-			return t, nil
+			return p.closed(t, name)
 		}
 	}
 	if t := p.named[name]; t != nil {
-		return t, nil
+		return p.closed(t, name)
 	}
 	return nil, fmt.Errorf("type %q is neither a primitive type nor one defined before it", name)
+}
+
+// closed returns t, which name refers to, unless t is a record whose
+// fields are still being read: a record that contains itself, which is
+// refused. goavro reads such a record by recursion, one call per level of
+// nesting, and a payload can nest it about as deep as it is long, which
+// overflows the stack and ends the process; redelivered, the message would
+// end every worker that reads it. A struct need not map the field for
+// that to happen: goavro reads every field of the payload.
+func (p avroParser) closed(t *avroType, name string) (*avroType, error) {
+	if p.open[t] {
+		return nil, fmt.Errorf("type %q is record %s, which contains it: records that contain themselves (directly or through other types) are not supported, since a payload could nest them deep enough to overflow the stack", name, t.name)
+	}
+	return t, nil
 }
 
 func (p avroParser) object(m map[string]any, namespace string) (*avroType, error) {
@@ -153,7 +171,9 @@ func (p avroParser) object(m map[string]any, namespace string) (*avroType, error
 }
 
 // define defines a record, enum or fixed, registered under its full name
-// before its fields are read, so that a field may refer to it.
+// before its fields are read, as Avro's specification says, so that a
+// field referring to it is refused as such (closed) rather than as an
+// unknown name.
 func (p avroParser) define(m map[string]any, kind, namespace string) (*avroType, error) {
 	name, _ := m["name"].(string)
 	if name == "" {
@@ -188,6 +208,8 @@ func (p avroParser) define(m map[string]any, kind, namespace string) (*avroType,
 		if !ok {
 			return nil, fmt.Errorf("record %q has no \"fields\" array", full)
 		}
+		p.open[t] = true
+		defer delete(p.open, t)
 		for i, f := range fields {
 			fm, ok := f.(map[string]any)
 			if !ok {

@@ -159,8 +159,9 @@ func (c *decodeCore) revision(ctx context.Context, name, rev string) (codec, err
 }
 
 // fetch reads a revision and plans the element type for it. A revision
-// that does not exist, is not Avro or does not fit the type is a lasting
-// error: every message naming it fails to decode.
+// that does not exist, is not Avro, has a record that contains itself or
+// does not fit the type is a lasting error: every message naming it fails
+// to decode, and none of their payloads is read.
 func (c *decodeCore) fetch(ctx context.Context, revision string) (*avroCodec, bool, error) {
 	svc, err := c.svc.get(ctx, c.Cfg.Connection, "pubsubio.Decode")
 	if err != nil {

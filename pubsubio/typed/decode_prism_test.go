@@ -1,6 +1,7 @@
 package typed
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"slices"
@@ -106,25 +107,29 @@ func TestDecodeFailOnPrism(t *testing.T) {
 
 // On Prism against pstest's schema service: messages of two revisions,
 // in both encodings, decode with their own revision; a message naming a
-// revision that does not exist is a dead letter; each revision is fetched
-// once.
+// revision that does not exist, or one whose record contains itself, is a
+// dead letter; each revision is fetched once.
 func TestDecodeRevisionsOnPrism(t *testing.T) {
 	resetRevisions(t)
 	f := newFakeSchemas(t)
-	revs := f.schema(t, "readings", pubsubpb.Schema_AVRO, readingSchema, readingSchemaV2)
+	recursive := `{"type": "record", "name": "Reading", "fields": [{"name": "sensor", "type": "string"}, {"name": "value", "type": "double"},
+	  {"name": "previous", "type": ["null", "Reading"], "default": null}]}`
+	revs := f.schema(t, "readings", pubsubpb.Schema_AVRO, readingSchema, readingSchemaV2, recursive)
 	v1 := schemaMessage("1", "readings", revs[0], EncodingBinary, avroPayload(t, readingSchema, map[string]any{"sensor": "a", "value": 1.0}, EncodingBinary))
 	v2 := schemaMessage("2", "readings", revs[1], EncodingJSON, avroPayload(t, readingSchemaV2, map[string]any{"sensor": "b", "value": 2.0, "unit": map[string]any{"string": "K"}}, EncodingJSON))
 	v2b := schemaMessage("3", "readings", revs[1], EncodingBinary, avroPayload(t, readingSchemaV2, map[string]any{"sensor": "c", "value": 3.0, "unit": nil}, EncodingBinary))
 	gone := schemaMessage("4", "readings", "deadbeef", EncodingBinary, v1.Data)
+	deep := schemaMessage("5", "readings", revs[2], EncodingBinary, append([]byte{0x02, 'd', 0, 0, 0, 0, 0, 0, 0, 0}, bytes.Repeat([]byte{0x02, 0x02, 'd', 0, 0, 0, 0, 0, 0, 0, 0}, 1000)...))
 	p, s := beam.NewPipelineWithRoot()
 	values, dead := Decode(s, DecodeConfig{Format: FormatAvro, AvroSchema: readingSchemaV2, DecodePolicy: source.DecodeDeadLetter, Connection: f.conn},
-		readingType, messagesAt(s, v1, v2, v2b, gone))
+		readingType, messagesAt(s, v1, v2, v2b, gone, deep))
 	passert.Equals(s, beam.ParDo(s, readingAt, values), "a=1@1716700000000", "b=2K@1716700000000", "c=3@1716700000000")
-	passert.Equals(s, beam.ParDo(s, deadLetterSummary, dead), fmt.Sprintf("4 decode readings-sub code=\"NOT_FOUND\" named=true data=%q", v1.Data))
+	passert.Equals(s, beam.ParDo(s, deadLetterSummary, dead), fmt.Sprintf("4 decode readings-sub code=\"NOT_FOUND\" named=true data=%q", v1.Data),
+		fmt.Sprintf("5 decode readings-sub code=\"\" named=true data=%q", deep.Data))
 	if err := ptest.Run(p); err != nil {
 		t.Fatal(err)
 	}
-	if n := f.gets.count(); n != 3 {
-		t.Errorf("GetSchema was called %d times for 3 revisions", n)
+	if n := f.gets.count(); n != 4 {
+		t.Errorf("GetSchema was called %d times for 4 revisions", n)
 	}
 }

@@ -51,9 +51,14 @@
 //	timestamp-millis, timestamp-micros, date   time.Time (UTC)
 //	time-millis, time-micros    time.Duration
 //
-// Decimal, unions of several types besides null, and records that contain
-// themselves are not supported. Names resolve as Avro's specification
-// says (namespaces, references to types defined earlier).
+// Decimal and unions of several types besides null are not supported.
+// Nor are records that contain themselves, directly or through other
+// types: goavro reads a payload by recursion, one call per level of
+// nesting, so a payload could nest such a record deep enough to overflow
+// the stack and end the worker. Such a schema is refused at construction
+// even when T leaves the field out, and a revision fetched at run time
+// that has one makes its messages decode failures. Names resolve as Avro's
+// specification says (namespaces, references to types defined earlier).
 //
 // Decoding with a schema known at construction needs every struct field
 // to map to a field of the record: a field that maps to nothing is a
@@ -72,10 +77,11 @@
 // Pub/Sub itself. Decode reads each such message in the encoding it names
 // and, for Avro, with the revision it names, fetched from Pub/Sub's schema
 // service once per process and element type and kept in a bounded cache
-// (MaxCachedRevisions). A revision that does not exist, is not Avro or
-// does not fit T makes its messages decode failures, never a crash; a
-// schema service that does not answer fails the bundle, whatever the
-// policy, so an outage never sends a stream to the dead letters. A
+// (MaxCachedRevisions). A revision that does not exist, is not Avro, has
+// a record that contains itself or does not fit T makes its messages
+// decode failures, never a crash; a schema service that does not answer
+// fails the bundle, whatever the policy, so an outage never sends a
+// stream to the dead letters. A
 // Protocol Buffer revision is not fetched: the generated type is the
 // reader, and a newer revision's fields are kept as unknown fields.
 //

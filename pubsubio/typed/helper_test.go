@@ -21,6 +21,7 @@ func init() {
 	beam.RegisterType(reflect.TypeOf((*customer)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*line)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*reading)(nil)).Elem())
+	beam.RegisterType(reflect.TypeOf((*node)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*pubsubpb.PubsubMessage)(nil)).Elem())
 }
 

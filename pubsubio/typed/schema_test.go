@@ -1,8 +1,10 @@
 package typed
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"runtime"
 	"strings"
@@ -19,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/source"
 )
 
 // Messages naming a revision are read with it, in the encoding they name;
@@ -106,6 +109,37 @@ func TestDecodeRevisionFailures(t *testing.T) {
 	f.gets.fail = nil
 	if got, err := c.decode(ctx, schemaMessage("10", "readings", avroRevs[0], EncodingBinary, payload)); err != nil || got.(reading).Sensor != "a" {
 		t.Errorf("after the outage: %v, %v; the failed fetch was remembered", got, err)
+	}
+}
+
+// A revision whose records contain themselves makes its messages decode
+// failures, remembered like any revision that cannot serve, and its
+// payloads are never read: 10 MB of 0x02 is a list of five million nodes,
+// which goavro would read five million calls deep, past the stack's limit.
+func TestDecodeRecursiveRevision(t *testing.T) {
+	resetRevisions(t)
+	f := newFakeSchemas(t)
+	flat := `{"type": "record", "name": "Node", "namespace": "com.example", "fields": [{"name": "value", "type": "long"}]}`
+	revs := f.schema(t, "nodes", pubsubpb.Schema_AVRO, flat, nodeSchema)
+	c, err := decoderFor(t, DecodeConfig{Format: FormatAvro, AvroSchema: flat, DecodePolicy: source.DecodeDeadLetter, Connection: f.conn}, nodeType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	deep := bytes.Repeat([]byte{0x02}, 10<<20)
+	for i := range 2 {
+		_, err := c.decode(ctx, schemaMessage(fmt.Sprint(i), "nodes", revs[1], EncodingBinary, deep))
+		wantError(t, "a message naming the recursive revision", err, "schema revision projects/typed-project/schemas/nodes@"+revs[1], "record com.example.Node, which contains it")
+		if u := (*unavailable)(nil); errors.As(err, &u) {
+			t.Errorf("%v is taken for an outage", err)
+		}
+	}
+	if n := f.gets.count(); n != 1 {
+		t.Errorf("GetSchema was called %d times for the recursive revision, want once", n)
+	}
+	got, err := c.decode(ctx, schemaMessage("2", "nodes", revs[0], EncodingBinary, []byte{0x02}))
+	if err != nil || got != (node{Value: 1}) {
+		t.Errorf("a message naming the flat revision: %v, %v", got, err)
 	}
 }
 
