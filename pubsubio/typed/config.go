@@ -129,7 +129,8 @@ type EncodeConfig struct {
 	// its default. The first bundle of each worker reads its schema
 	// settings and fails, naming the topic, its schema and encoding, when
 	// they do not match Format and Encoding, or when AvroSchema is none of
-	// the schema's revisions.
+	// the schema's revisions that the topic accepts (from its
+	// FirstRevisionId to its LastRevisionId).
 	Topic model.Topic
 
 	// FailurePolicy is what happens to a value that cannot be encoded (an

@@ -81,18 +81,20 @@
 // a record that contains itself or does not fit T makes its messages
 // decode failures, never a crash; a schema service that does not answer
 // fails the bundle, whatever the policy, so an outage never sends a
-// stream to the dead letters. A
-// Protocol Buffer revision is not fetched: the generated type is the
-// reader, and a newer revision's fields are kept as unknown fields.
+// stream to the dead letters. A Protocol Buffer revision is not fetched:
+// the generated type is the reader, and a newer revision's fields are
+// kept as unknown fields.
 //
 // With Topic set, each worker's first bundle (the DoFn's Setup) reads the
 // topic's schema settings and fails, naming the topic, its schema and
 // encoding, when Format or Encoding does not match them (FormatJSON never
 // matches a topic with a schema: Pub/Sub's JSON encoding is the schema
 // format's own); Encode also needs AvroSchema, when given, to be one of
-// the schema's revisions. A Protocol Buffer schema's definition is not
-// parsed: Pub/Sub validates every publish against it and refuses what
-// does not conform, which pubsubio.Write reports as a publish failure.
+// the schema's revisions that the topic accepts (from its FirstRevisionId
+// to its LastRevisionId, by creation time). A Protocol Buffer schema's
+// definition is not parsed: Pub/Sub validates every publish against it
+// and refuses what does not conform, which pubsubio.Write reports as a
+// publish failure.
 // Encode never sets the schema attributes: Pub/Sub sets them on publish,
 // and refuses them from a publisher. Every call to the schema service goes
 // through pubsubio/connection (Connection; never PUBSUB_EMULATOR_HOST)

@@ -264,3 +264,17 @@ func avroPayload(t *testing.T, schema string, native map[string]any, enc Encodin
 	}
 	return b
 }
+
+// encoderSetup runs the Setup of an encoding DoFn's core for cfg, against
+// f, and tears it down: the topic check.
+func encoderSetup(t *testing.T, f *fakeSchemas, cfg EncodeConfig, elem reflect.Type) error {
+	t.Helper()
+	cfg.Connection = f.conn
+	cfg, err := cfg.withDefaults(elem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &encodeCore{Cfg: cfg, Type: beam.EncodedType{T: elem}}
+	defer c.Teardown()
+	return c.Setup(context.Background())
+}

@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/source"
@@ -212,16 +212,7 @@ func TestTopicCheck(t *testing.T) {
 	protoJSON := f.topic(t, "proto-json", "protos", pubsubpb.Encoding_JSON)
 	plain := f.topic(t, "plain", "", 0)
 	const described = "Topic projects/typed-project/topics/avro-binary has schema projects/typed-project/schemas/readings (AVRO, encoding BINARY), which does not match"
-	enc := func(cfg EncodeConfig, elem reflect.Type) error {
-		cfg.Connection = f.conn
-		cfg, err := cfg.withDefaults(elem)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := &encodeCore{Cfg: cfg, Type: beam.EncodedType{T: elem}}
-		defer c.Teardown()
-		return c.Setup(context.Background())
-	}
+	enc := func(cfg EncodeConfig, elem reflect.Type) error { return encoderSetup(t, f, cfg, elem) }
 	for _, tc := range []struct {
 		name string
 		cfg  EncodeConfig
@@ -231,7 +222,7 @@ func TestTopicCheck(t *testing.T) {
 		{"protobuf to an Avro topic", EncodeConfig{Format: FormatProtobuf, Topic: avroBinary}, pubsubMessageType, []string{described, "Format PROTOBUF does not read or write AVRO schemas"}},
 		{"plain JSON to an Avro topic", EncodeConfig{Format: FormatJSON, Topic: avroBinary}, readingType, []string{described, "Format JSON is plain JSON", "Encoding JSON"}},
 		{"the wrong encoding", EncodeConfig{Format: FormatProtobuf, Topic: protoJSON}, pubsubMessageType, []string{"(PROTOCOL_BUFFER, encoding JSON)", "Encoding is BINARY, the topic's JSON"}},
-		{"an Avro schema that is no revision", EncodeConfig{Format: FormatAvro, Topic: avroBinary, AvroSchema: orderSchema}, orderType, []string{described, "AvroSchema is none of the schema's 2 revisions"}},
+		{"an Avro schema that is no revision", EncodeConfig{Format: FormatAvro, Topic: avroBinary, AvroSchema: orderSchema}, orderType, []string{described, "AvroSchema is none of the 2 revisions of the schema the topic accepts (every revision"}},
 		{"the topic's schema does not fit the type", EncodeConfig{Format: FormatAvro, Topic: avroBinary}, orderType, []string{"pubsubio.Encode: schema projects/typed-project/schemas/readings@" + avroRevs[1] + " of Topic projects/typed-project/topics/avro-binary", "typed.order.ID"}},
 		{"Avro to a topic without a schema, no AvroSchema", EncodeConfig{Format: FormatAvro, Topic: plain}, readingType, []string{"Topic projects/typed-project/topics/plain has no schema", "set AvroSchema"}},
 		{"a missing topic", EncodeConfig{Format: FormatJSON, Topic: model.TopicOf(testProject, "missing")}, readingType, []string{"Topic projects/typed-project/topics/missing does not exist"}},
@@ -262,4 +253,77 @@ func TestTopicCheck(t *testing.T) {
 	}
 	_, err := decoderFor(t, DecodeConfig{Format: FormatAvro, Topic: avroBinary, Connection: f.conn}, readingType)
 	wantError(t, "a topic ending at revision 1, which lacks reading.Unit", err, "readings@"+avroRevs[0], "typed.reading.Unit")
+}
+
+// readingSchemaV3 adds a site, with a default, to readingSchemaV2.
+const readingSchemaV3 = `{"type": "record", "name": "Reading", "fields": [{"name": "sensor", "type": "string"}, {"name": "value", "type": "double"},
+  {"name": "unit", "type": ["null", "string"], "default": null}, {"name": "site", "type": "string", "default": ""}]}`
+
+// Encode's AvroSchema must be a revision the topic accepts: from its
+// FirstRevisionId to its LastRevisionId, as pstest keeps them.
+func TestTopicCheckRevisionRange(t *testing.T) {
+	f := newFakeSchemas(t)
+	revs := f.schema(t, "readings", pubsubpb.Schema_AVRO, readingSchema, readingSchemaV2, readingSchemaV3)
+	topic := f.topic(t, "ranged", "readings", pubsubpb.Encoding_BINARY)
+	bound := func(first, last string) {
+		t.Helper()
+		if _, err := f.srv.GServer.UpdateTopic(context.Background(), &pubsubpb.UpdateTopicRequest{
+			Topic:      &pubsubpb.Topic{Name: topic.String(), SchemaSettings: &pubsubpb.SchemaSettings{FirstRevisionId: first, LastRevisionId: last}},
+			UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"schema_settings.first_revision_id", "schema_settings.last_revision_id"}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enc := func(schema string) error {
+		return encoderSetup(t, f, EncodeConfig{Format: FormatAvro, Topic: topic, AvroSchema: schema}, readingType)
+	}
+	bound(revs[2], "")
+	wantError(t, "revision 2, the topic accepting 3 on", enc(readingSchemaV2),
+		"AvroSchema is revision "+revs[1]+" of the schema, but the topic accepts revisions from FirstRevisionId "+revs[2]+" on")
+	if err := enc(readingSchemaV3); err != nil {
+		t.Errorf("revision 3, the topic accepting 3 on: %v", err)
+	}
+	bound(revs[0], revs[1])
+	wantError(t, "revision 3, the topic accepting 1 to 2", enc(readingSchemaV3),
+		"AvroSchema is revision "+revs[2]+" of the schema, but the topic accepts revisions from FirstRevisionId "+revs[0]+" to LastRevisionId "+revs[1])
+	if err := enc(readingSchemaV2); err != nil {
+		t.Errorf("revision 2, the topic accepting 1 to 2: %v", err)
+	}
+	bound("gone1234", "")
+	wantError(t, "a FirstRevisionId that is no revision", enc(readingSchemaV2), "the topic's FirstRevisionId gone1234 is none of the schema's 3 revisions")
+}
+
+// The range goes by creation time, whatever order the service lists the
+// revisions in, both bounds included.
+func TestRevisionRangeAccepted(t *testing.T) {
+	rev := func(id string, minute int) *pubsubpb.Schema {
+		return &pubsubpb.Schema{RevisionId: id, RevisionCreateTime: timestamppb.New(time.Date(2026, 1, 1, 0, minute, 0, 0, time.UTC))}
+	}
+	revs := []*pubsubpb.Schema{rev("e", 5), rev("d", 4), rev("c", 3), rev("b", 2), rev("a", 1)} // newest first
+	for _, tc := range []struct {
+		r    revisionRange
+		want string
+	}{
+		{revisionRange{}, "edcba"},
+		{revisionRange{first: "c"}, "edc"},
+		{revisionRange{last: "b"}, "ba"},
+		{revisionRange{first: "b", last: "d"}, "dcb"},
+		{revisionRange{first: "c", last: "c"}, "c"},
+		{revisionRange{first: "d", last: "b"}, ""},
+	} {
+		got, err := tc.r.accepted(revs)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.r, err)
+		}
+		ids := ""
+		for _, g := range got {
+			ids += g.GetRevisionId()
+		}
+		if ids != tc.want {
+			t.Errorf("%s: accepted %q, want %q", tc.r, ids, tc.want)
+		}
+	}
+	if _, err := (revisionRange{last: "z"}).accepted(revs); err == nil || !strings.Contains(err.Error(), "LastRevisionId z is none of the schema's 5 revisions") {
+		t.Errorf("a LastRevisionId that is no revision: %v", err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
@@ -75,7 +76,8 @@ var schemaTypes = map[Format]pubsubpb.Schema_Type{
 // For FormatAvro it also returns the writer's schema to use when none is
 // configured, the newest revision the topic accepts, and from, which names
 // that revision. When encoding, an
-// AvroSchema given must be one of the schema's revisions; when decoding
+// AvroSchema given must be one of the schema's revisions that the topic
+// accepts (revisionRange); when decoding
 // it only serves messages that name no revision, which a topic with a
 // schema does not carry.
 func checkTopic(ctx context.Context, svc *schemaService, p payload, dir direction) (avroSchema, from string, err error) {
@@ -122,7 +124,7 @@ func checkTopic(ctx context.Context, svc *schemaService, p payload, dir directio
 		if dir == decoding {
 			return p.AvroSchema, "", nil
 		}
-		why, err := avroSchemaOf(ctx, svc, name, p.AvroSchema)
+		why, err := avroSchemaOf(ctx, svc, name, rangeOf(settings), p.AvroSchema)
 		if err != nil {
 			return "", "", fmt.Errorf("%s: listing the revisions of schema %s of Topic %s: %w", svc.api, name, p.Topic, err)
 		}
@@ -138,8 +140,9 @@ func checkTopic(ctx context.Context, svc *schemaService, p payload, dir directio
 }
 
 // avroSchemaOf returns why the Avro schema given is none of the revisions
-// of the schema name, compared in Avro's canonical form, or "".
-func avroSchemaOf(ctx context.Context, svc *schemaService, name, given string) (string, error) {
+// of the schema name that the topic accepts (accepted), compared in Avro's
+// canonical form, or "".
+func avroSchemaOf(ctx context.Context, svc *schemaService, name string, accepted revisionRange, given string) (string, error) {
 	c, err := goavro.NewCodec(given)
 	if err != nil { // checked at construction
 		return "", err
@@ -148,10 +151,25 @@ func avroSchemaOf(ctx context.Context, svc *schemaService, name, given string) (
 	if err != nil {
 		return "", err
 	}
+	inRange, err := accepted.accepted(revs)
+	if err != nil {
+		return err.Error(), nil
+	}
+	same := func(r *pubsubpb.Schema) bool {
+		rc, err := goavro.NewCodec(r.GetDefinition())
+		return err == nil && rc.CanonicalSchema() == c.CanonicalSchema()
+	}
+	if slices.ContainsFunc(inRange, same) {
+		return "", nil
+	}
+	var outside []string
 	for _, r := range revs {
-		if rc, err := goavro.NewCodec(r.GetDefinition()); err == nil && rc.CanonicalSchema() == c.CanonicalSchema() {
-			return "", nil
+		if same(r) {
+			outside = append(outside, r.GetRevisionId())
 		}
 	}
-	return fmt.Sprintf("AvroSchema is none of the schema's %d revisions (compared in Avro's canonical form), so Pub/Sub would refuse what it writes", len(revs)), nil
+	if len(outside) > 0 {
+		return fmt.Sprintf("AvroSchema is revision %s of the schema, but the topic accepts %s, so Pub/Sub would refuse what it writes", strings.Join(outside, " and "), accepted), nil
+	}
+	return fmt.Sprintf("AvroSchema is none of the %d revisions of the schema the topic accepts (%s; compared in Avro's canonical form), so Pub/Sub would refuse what it writes", len(inRange), accepted), nil
 }
