@@ -153,7 +153,10 @@ func scaled(r sensorReading) sensorReading {
 // with its own revision fetched from the schema service, and are
 // republished in Avro's JSON encoding to a topic whose settings the encoder
 // checked, which the emulator accepts as valid; a format that does not
-// match that topic fails the pipeline before the first value.
+// match that topic fails the pipeline before the first value. Every third
+// reading is published with schema attributes of its own, naming a
+// revision that does not exist: the emulator replaces them with its own
+// (else they would be dead letters), as the package documents.
 func TestTypedSchemasOnEmulator(t *testing.T) {
 	const perRevision = 10
 	e := emulator.Require(t)
@@ -204,7 +207,11 @@ func TestTypedSchemasOnEmulator(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		results = append(results, pub.Publish(ctx, &pubsub.Message{Data: data}))
+		var attrs map[string]string
+		if i%3 == 0 {
+			attrs = map[string]string{pubsubio.SchemaNameAttribute: schema, pubsubio.SchemaRevisionAttribute: "gone1234", pubsubio.SchemaEncodingAttribute: "JSON"}
+		}
+		results = append(results, pub.Publish(ctx, &pubsub.Message{Data: data, Attributes: attrs}))
 	}
 	for _, r := range results {
 		if _, err := r.Get(ctx); err != nil {

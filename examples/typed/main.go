@@ -113,7 +113,7 @@ func run(ctx context.Context) error {
 		fmt.Printf("Started an in-process Pub/Sub server (pstest) at %s.\n", endpoint)
 	}
 	conn := pubsubio.Connection{EmulatorEndpoint: endpoint}
-	env, err := setUp(ctx, conn, *orders)
+	env, err := setUp(ctx, conn, *emulator == "", *orders)
 	if err != nil {
 		return err
 	}
@@ -157,19 +157,23 @@ type environment struct {
 	published, poison     int
 	want                  map[string]Total // by order ID
 	outSub, deadLetterSub string
+	// pstest is set on the built-in server, which does not set the schema
+	// attributes itself (attributes).
+	pstest bool
 }
 
 func (env *environment) close() { env.client.Close() }
 
 // setUp creates the schema, the topics and subscriptions, and publishes n
-// orders and one poison message.
-func setUp(ctx context.Context, conn pubsubio.Connection, n int) (*environment, error) {
+// orders and one poison message; onPstest says the server is the built-in
+// one.
+func setUp(ctx context.Context, conn pubsubio.Connection, onPstest bool, n int) (*environment, error) {
 	client, err := connection.NewClient(ctx, project, conn)
 	if err != nil {
 		return nil, fmt.Errorf("connecting: %w", err)
 	}
 	suffix := strings.ReplaceAll(time.Now().Format("150405.000"), ".", "-")
-	env := &environment{client: client, want: map[string]Total{},
+	env := &environment{client: client, want: map[string]Total{}, pstest: onPstest,
 		in: pubsubio.TopicOf(project, "orders-"+suffix), out: pubsubio.TopicOf(project, "totals-"+suffix),
 		deadLetters: pubsubio.TopicOf(project, "dead-letters-"+suffix)}
 	schema := "projects/" + project + "/schemas/orders-" + suffix

@@ -48,7 +48,7 @@ func (env *environment) publish(ctx context.Context, schema string, revisions []
 			return err
 		}
 		env.want[want.OrderID] = want
-		results = append(results, pub.Publish(ctx, &pubsub.Message{Data: data, Attributes: stamped(regions[i%len(regions)], schema, revisions[rev])}))
+		results = append(results, pub.Publish(ctx, &pubsub.Message{Data: data, Attributes: env.attributes(regions[i%len(regions)], schema, revisions[rev])}))
 	}
 	for _, r := range results {
 		if _, err := r.Get(ctx); err != nil {
@@ -58,7 +58,7 @@ func (env *environment) publish(ctx context.Context, schema string, revisions []
 	env.published = n
 	// Pub/Sub refuses a payload that is none of the schema's revisions, and
 	// so does the emulator; pstest takes it, and the pipeline dead-letters it.
-	_, err := pub.Publish(ctx, &pubsub.Message{Data: []byte("not an order"), Attributes: stamped("east", schema, revisions[1])}).Get(ctx)
+	_, err := pub.Publish(ctx, &pubsub.Message{Data: []byte("not an order"), Attributes: env.attributes("east", schema, revisions[1])}).Get(ctx)
 	if err == nil {
 		env.published++
 		env.poison = 1
@@ -68,11 +68,17 @@ func (env *environment) publish(ctx context.Context, schema string, revisions []
 	return nil
 }
 
-// stamped are a message's attributes: its region, and the schema
-// attributes Pub/Sub sets on every message to a topic with a schema.
-// Pub/Sub and its emulator set them themselves, replacing these; pstest
-// does not, so the example sets them as Pub/Sub would.
-func stamped(region, schema, revision string) map[string]string {
+// attributes are what a message is published with: its region and, on
+// the built-in pstest server alone, the schema attributes as Pub/Sub would
+// set them. Pub/Sub sets them itself on every message published to a
+// topic with a schema, and refuses attribute keys starting with "goog"
+// from a publisher; the emulator sets them too, replacing any a publisher
+// sent; pstest neither sets nor refuses them, so without them its
+// messages would name no revision.
+func (env *environment) attributes(region, schema, revision string) map[string]string {
+	if !env.pstest {
+		return map[string]string{"region": region}
+	}
 	return map[string]string{
 		"region":                         region,
 		pubsubio.SchemaNameAttribute:     schema,

@@ -95,8 +95,11 @@
 // definition is not parsed: Pub/Sub validates every publish against it
 // and refuses what does not conform, which pubsubio.Write reports as a
 // publish failure.
-// Encode never sets the schema attributes: Pub/Sub sets them on publish,
-// and refuses them from a publisher. Every call to the schema service goes
+// Encode never sets the schema attributes, and drops them from a message
+// it keeps: Pub/Sub sets them on publish, and refuses them from a
+// publisher (keys starting with "goog" are its own), as pubsubio.Write
+// does. The emulator accepts them, replacing them with its own on a topic
+// with a schema; pstest neither refuses nor sets them. Every call to the schema service goes
 // through pubsubio/connection (Connection; never PUBSUB_EMULATOR_HOST)
 // under Connection.RPCTimeout.
 //

@@ -144,7 +144,8 @@ func render(v any) []byte {
 
 // withoutSchemaAttributes returns attrs without the attributes Pub/Sub
 // sets on a message to a topic with a schema: they describe the payload
-// Encode replaces, and Pub/Sub refuses them from a publisher.
+// Encode replaces, and Pub/Sub refuses them from a publisher, as
+// pubsubio.Write does.
 func withoutSchemaAttributes(attrs map[string]string) map[string]string {
 	_, name := attrs[SchemaNameAttribute]
 	_, rev := attrs[SchemaRevisionAttribute]

@@ -23,7 +23,9 @@ import (
 // The attributes Pub/Sub sets on every message published to a topic with
 // a schema: the schema's name, the revision the message was validated
 // against, and its encoding. Publishers cannot set them: Pub/Sub reserves
-// keys starting with "goog".
+// attribute keys starting with "goog" and refuses them from a publisher,
+// as pubsubio.Write does. The emulator accepts them, and on a topic with a
+// schema replaces them with its own; pstest neither refuses nor sets them.
 const (
 	SchemaNameAttribute     = "googclient_schemaname"
 	SchemaRevisionAttribute = "googclient_schemarevisionid"
