@@ -125,8 +125,9 @@ func run(ctx context.Context) error {
 		MaxMessages:   int64(env.published),
 		Connection:    conn,
 	})
-	// Each order is read with the revision it names; Topic makes the
-	// first bundle check that the topic's schema is Avro in BINARY.
+	// Each order is read with the revision it names; Topic makes each
+	// instance of the DoFn check, in its Setup, that the topic's schema is
+	// Avro in BINARY.
 	decoded, undecodable := pubsubio.Decode(s, pubsubio.DecodeConfig{
 		Format:       pubsubio.TypedAvro,
 		Topic:        env.in,

@@ -70,11 +70,13 @@ type DecodeConfig struct {
 	// refuse it.
 	AvroSchema string
 
-	// Topic, when set, is the topic the messages were published to. The
-	// first bundle of each worker reads its schema settings and fails,
-	// naming the topic, its schema and encoding, when they do not match
-	// Format and Encoding. With FormatAvro and no AvroSchema, its schema is
-	// the writer's schema of messages that name no revision.
+	// Topic, when set, is the topic the messages were published to. Each
+	// instance of the decoding DoFn reads its schema settings in its Setup,
+	// before its first bundle, over a connection of its own (a worker may
+	// run several instances), and fails, naming the topic, its schema and
+	// encoding, when they do not match Format and Encoding. With FormatAvro
+	// and no AvroSchema, its schema is the writer's schema of messages that
+	// name no revision.
 	Topic model.Topic
 
 	// DecodePolicy is what happens to a message that does not decode:
@@ -120,17 +122,18 @@ type EncodeConfig struct {
 	// record's fields, and every field of the record without a default to
 	// a field of the type; that is checked at construction. If zero,
 	// Topic's schema is used (its newest revision the topic accepts),
-	// checked at the first bundle. FormatAvro needs AvroSchema or Topic;
-	// other formats refuse it.
+	// read and checked in each DoFn instance's Setup. FormatAvro needs
+	// AvroSchema or Topic; other formats refuse it.
 	AvroSchema string
 
 	// Topic, when set, is where the encoded messages go: Encode sets each
 	// message's Topic to it, so pubsubio.Write sends them there whatever
-	// its default. The first bundle of each worker reads its schema
-	// settings and fails, naming the topic, its schema and encoding, when
-	// they do not match Format and Encoding, or when AvroSchema is none of
-	// the schema's revisions that the topic accepts (from its
-	// FirstRevisionId to its LastRevisionId).
+	// its default. Each instance of the encoding DoFn reads its schema
+	// settings in its Setup, before its first bundle, over a connection of
+	// its own (a worker may run several instances), and fails, naming the
+	// topic, its schema and encoding, when they do not match Format and
+	// Encoding, or when AvroSchema is none of the schema's revisions that
+	// the topic accepts (from its FirstRevisionId to its LastRevisionId).
 	Topic model.Topic
 
 	// FailurePolicy is what happens to a value that cannot be encoded (an

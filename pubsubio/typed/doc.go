@@ -85,8 +85,10 @@
 // the generated type is the reader, and a newer revision's fields are
 // kept as unknown fields.
 //
-// With Topic set, each worker's first bundle (the DoFn's Setup) reads the
-// topic's schema settings and fails, naming the topic, its schema and
+// With Topic set, each instance of the DoFn reads the topic's schema
+// settings in its Setup, before its first bundle, over a connection of
+// its own (a worker may run several instances, and the runner may start
+// more at any time), and fails, naming the topic, its schema and
 // encoding, when Format or Encoding does not match them (FormatJSON never
 // matches a topic with a schema: Pub/Sub's JSON encoding is the schema
 // format's own); Encode also needs AvroSchema, when given, to be one of
