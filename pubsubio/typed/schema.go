@@ -53,10 +53,12 @@ type schemaService struct {
 	schemas  *vkit.SchemaClient
 }
 
+// dialSchemaService connects for api, which names the calls in their
+// logs and errors; its own errors leave the prefix to its caller.
 func dialSchemaService(ctx context.Context, settings connection.Settings, api string) (*schemaService, error) {
 	conn, err := connection.Dial(ctx, settings)
 	if err != nil {
-		return nil, fmt.Errorf("%s: connecting to the schema service: %w", api, err)
+		return nil, fmt.Errorf("connecting to the schema service: %w", err)
 	}
 	s := &schemaService{settings: settings, api: api, conn: conn}
 	if s.topics, err = vkit.NewTopicAdminClient(ctx, option.WithGRPCConn(conn)); err == nil {
@@ -64,7 +66,7 @@ func dialSchemaService(ctx context.Context, settings connection.Settings, api st
 	}
 	if err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("%s: creating the schema service's clients: %w", api, err)
+		return nil, fmt.Errorf("creating the schema service's clients: %w", err)
 	}
 	return s, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"strings"
@@ -14,12 +15,15 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/source"
 )
@@ -326,4 +330,35 @@ func TestRevisionRangeAccepted(t *testing.T) {
 	if _, err := (revisionRange{last: "z"}).accepted(revs); err == nil || !strings.Contains(err.Error(), "LastRevisionId z is none of the schema's 5 revisions") {
 		t.Errorf("a LastRevisionId that is no revision: %v", err)
 	}
+}
+
+// An error carries its API's prefix once, when the schema service cannot
+// be reached, whether at Setup or for a revision a message names.
+func TestSchemaServiceErrorsPrefixedOnce(t *testing.T) {
+	resetRevisions(t)
+	conn := connection.Settings{CredentialsFile: filepath.Join(t.TempDir(), "missing-key.json")}
+	once := func(what string, err error, api string) {
+		t.Helper()
+		wantError(t, what, err, "connecting to the schema service", "CredentialsFile cannot be read")
+		if err != nil && strings.Count(err.Error(), api+":") != 1 {
+			t.Errorf("%s: %q does not say %q exactly once", what, err, api+":")
+		}
+	}
+	c, err := decoderFor(t, DecodeConfig{Format: FormatAvro, AvroSchema: readingSchemaV2, Connection: conn}, readingType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := schemaMessage("1", "readings", "abcd1234", EncodingBinary, []byte{0})
+	_, err = c.decode(context.Background(), m)
+	once("a revision, unreachable", c.fail(context.Background(), m, err, func(dlq.FailedMessage) { t.Error("an outage was dead-lettered") }), "pubsubio.Decode")
+	topic := model.TopicOf(testProject, "readings")
+	_, err = decoderFor(t, DecodeConfig{Format: FormatJSON, Topic: topic, Connection: conn}, readingType)
+	once("Decode's topic check, unreachable", err, "pubsubio.Decode")
+	cfg, err := EncodeConfig{Format: FormatJSON, Topic: topic, Connection: conn}.withDefaults(readingType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &encodeCore{Cfg: cfg, Type: beam.EncodedType{T: readingType}}
+	defer e.Teardown()
+	once("Encode's topic check, unreachable", e.Setup(context.Background()), "pubsubio.Encode")
 }

@@ -40,7 +40,7 @@ func prepareCodec(ctx context.Context, svc *lazyService, p payload, t reflect.Ty
 	if !p.Topic.IsZero() {
 		s, err := svc.get(ctx, p.Connection, api)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", api, err)
 		}
 		var topics string
 		if schema, topics, err = checkTopic(ctx, s, p, dir); err != nil {
