@@ -20,32 +20,73 @@ func stringItems(at *avroType, gt, fast reflect.Type) bool {
 	return (at.items.kind == "string" || at.items.kind == "enum") && at.items.logical == "" && gt.ConvertibleTo(fast)
 }
 
+// wholeStrings converts a whole array or map of strings between goavro's
+// form and gt, through fast ([]string or map[string]string), which gt
+// converts to: from returns fast's value of goavro's, ok false when it is
+// not one; to returns goavro's of fast's.
+func wholeStrings(gt, fast reflect.Type, from func(n any) (any, bool), to func(x any) any) *avroConv {
+	return &avroConv{
+		fromNative: func(n any, v reflect.Value) error {
+			x, ok := from(n)
+			if !ok {
+				return nativeMismatch(n, v)
+			}
+			v.Set(reflect.ValueOf(x).Convert(gt))
+			return nil
+		},
+		toNative: func(v reflect.Value) (any, error) { return to(v.Convert(fast).Interface()), nil },
+	}
+}
+
+func stringsFromNative(n any) (any, bool) {
+	xs, ok := n.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		if out[i], ok = x.(string); !ok {
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+func stringsToNative(x any) any {
+	xs := x.([]string)
+	out := make([]any, len(xs))
+	for i, s := range xs {
+		out[i] = s
+	}
+	return out
+}
+
+func stringMapFromNative(n any) (any, bool) {
+	xs, ok := n.(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	out := make(map[string]string, len(xs))
+	for k, x := range xs {
+		if out[k], ok = x.(string); !ok {
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+func stringMapToNative(x any) any {
+	xs := x.(map[string]string)
+	out := make(map[string]any, len(xs))
+	for k, s := range xs {
+		out[k] = s
+	}
+	return out
+}
+
 func (pl *avroPlanner) array(at *avroType, gt reflect.Type, path string) (*avroConv, error) {
 	if stringItems(at, gt, stringSliceType) {
-		return &avroConv{
-			fromNative: func(n any, v reflect.Value) error {
-				xs, ok := n.([]any)
-				if !ok {
-					return nativeMismatch(n, v)
-				}
-				out := make([]string, len(xs))
-				for i, x := range xs {
-					if out[i], ok = x.(string); !ok {
-						return nativeMismatch(x, v)
-					}
-				}
-				v.Set(reflect.ValueOf(out).Convert(gt))
-				return nil
-			},
-			toNative: func(v reflect.Value) (any, error) {
-				xs := v.Convert(stringSliceType).Interface().([]string)
-				out := make([]any, len(xs))
-				for i, x := range xs {
-					out[i] = x
-				}
-				return out, nil
-			},
-		}, nil
+		return wholeStrings(gt, stringSliceType, stringsFromNative, stringsToNative), nil
 	}
 	elem, err := pl.conv(at.items, gt.Elem(), path+"[]")
 	if err != nil {
@@ -82,30 +123,7 @@ func (pl *avroPlanner) array(at *avroType, gt reflect.Type, path string) (*avroC
 
 func (pl *avroPlanner) mapOf(at *avroType, gt reflect.Type, path string) (*avroConv, error) {
 	if stringItems(at, gt, stringMapType) {
-		return &avroConv{
-			fromNative: func(n any, v reflect.Value) error {
-				xs, ok := n.(map[string]any)
-				if !ok {
-					return nativeMismatch(n, v)
-				}
-				out := make(map[string]string, len(xs))
-				for k, x := range xs {
-					if out[k], ok = x.(string); !ok {
-						return nativeMismatch(x, v)
-					}
-				}
-				v.Set(reflect.ValueOf(out).Convert(gt))
-				return nil
-			},
-			toNative: func(v reflect.Value) (any, error) {
-				xs := v.Convert(stringMapType).Interface().(map[string]string)
-				out := make(map[string]any, len(xs))
-				for k, x := range xs {
-					out[k] = x
-				}
-				return out, nil
-			},
-		}, nil
+		return wholeStrings(gt, stringMapType, stringMapFromNative, stringMapToNative), nil
 	}
 	elem, err := pl.conv(at.items, gt.Elem(), path+"[]")
 	if err != nil {

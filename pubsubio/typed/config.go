@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
@@ -210,18 +213,13 @@ func (p *payload) withDefaults() []error {
 // elements of type t.
 func (cfg DecodeConfig) withDefaults(t reflect.Type) (DecodeConfig, error) {
 	construct.Default(&cfg.DecodePolicy, source.DecodeFail)
-	var own error
-	switch cfg.DecodePolicy {
-	case source.DecodeFail, source.DecodeDrop, source.DecodeDeadLetter:
-	case source.DecodeNack:
+	own := policyProblem("DecodePolicy", cfg.DecodePolicy, source.DecodeFail, source.DecodeDrop, source.DecodeDeadLetter)
+	if cfg.DecodePolicy == source.DecodeNack {
 		own = fmt.Errorf("DecodePolicy %s cannot apply after the read: the read emitted the message and acks it once its bundle commits, so there is nothing left to nack; use %s or %s here, or set %s on the read (its Format check) for the subscription's dead-letter policy",
 			source.DecodeNack, source.DecodeDeadLetter, source.DecodeFail, source.DecodeNack)
-	default:
-		own = fmt.Errorf("DecodePolicy %q is unknown; use %q, %q or %q", cfg.DecodePolicy, source.DecodeFail, source.DecodeDrop, source.DecodeDeadLetter)
 	}
-	p := cfg.payload()
-	err := p.validate(t, decoding, own)
-	cfg.Encoding = p.Encoding
+	var err error
+	cfg.Encoding, err = validate(cfg.payload(), t, decoding, own)
 	return cfg, err
 }
 
@@ -229,30 +227,37 @@ func (cfg DecodeConfig) withDefaults(t reflect.Type) (DecodeConfig, error) {
 // elements of type t.
 func (cfg EncodeConfig) withDefaults(t reflect.Type) (EncodeConfig, error) {
 	construct.Default(&cfg.FailurePolicy, sink.PolicyFail)
-	var own error
-	switch cfg.FailurePolicy {
-	case sink.PolicyFail, sink.PolicyDrop, sink.PolicyDeadLetter:
-	default:
-		own = fmt.Errorf("FailurePolicy %q is unknown; use %q, %q or %q", cfg.FailurePolicy, sink.PolicyFail, sink.PolicyDrop, sink.PolicyDeadLetter)
-	}
-	p := cfg.payload()
-	err := p.validate(t, encoding, own)
-	cfg.Encoding = p.Encoding
+	own := policyProblem("FailurePolicy", cfg.FailurePolicy, sink.PolicyFail, sink.PolicyDrop, sink.PolicyDeadLetter)
+	var err error
+	cfg.Encoding, err = validate(cfg.payload(), t, encoding, own)
 	return cfg, err
 }
 
-// validate fills in p's defaults and returns, as one construction error of
-// dir's API, p's problems, own (the policy's), and, when there are none,
-// why values of t cannot be what p's payloads hold.
-func (p *payload) validate(t reflect.Type, dir direction, own error) error {
+// policyProblem returns why policy, the value of option, is none of
+// known, or nil.
+func policyProblem[P ~string](option string, policy P, known ...P) error {
+	if slices.Contains(known, policy) {
+		return nil
+	}
+	quoted := make([]string, len(known))
+	for i, k := range known {
+		quoted[i] = strconv.Quote(string(k))
+	}
+	return fmt.Errorf("%s %q is unknown; use %s or %s", option, policy, strings.Join(quoted[:len(quoted)-1], ", "), quoted[len(quoted)-1])
+}
+
+// validate fills in p's defaults and returns its encoding and, as one
+// construction error of dir's API, p's problems, own (the policy's), and,
+// when there are none, why values of t cannot be what p's payloads hold.
+func validate(p payload, t reflect.Type, dir direction, own error) (Encoding, error) {
 	errs := p.withDefaults()
 	if own != nil {
 		errs = append(errs, own)
 	}
 	if len(errs) == 0 {
-		errs = checkType(*p, t, dir)
+		errs = checkType(p, t, dir)
 	}
-	return construct.Invalid(apiOf(dir), errs...)
+	return p.Encoding, construct.Invalid(apiOf(dir), errs...)
 }
 
 // direction says whether a type is checked for decoding or for encoding,
