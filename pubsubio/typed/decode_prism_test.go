@@ -84,15 +84,21 @@ func TestDecodeOnPrism(t *testing.T) {
 }
 
 // KeepMessage emits each value beside its message, Data cleared; DecodeDrop
-// emits nothing for a message that does not decode.
+// counts each message that does not decode in typed_decode_failures, and
+// goes on with the rest.
 func TestDecodeKeepMessageOnPrism(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
-	msgs := messagesAt(s, jsonMessage("a", `{"sensor":"t1","value":1}`), jsonMessage("bb", `not json`))
-	values, dead := Decode(s, DecodeConfig{Format: FormatJSON, KeepMessage: true, DecodePolicy: source.DecodeDrop}, readingType, msgs)
-	passert.Equals(s, beam.ParDo(s, keptReading, values), "a t1=1 data=0 attrs=[site] key=k-a sub=readings-sub")
-	passert.Empty(s, dead)
-	if err := ptest.Run(p); err != nil {
+	msgs := messagesAt(s, jsonMessage("a", `{"sensor":"t1","value":1}`), jsonMessage("bb", `not json`),
+		jsonMessage("ccc", `{"sensor":"t2","value":2}`), jsonMessage("dddd", `{"sensor":`))
+	values, _ := Decode(s, DecodeConfig{Format: FormatJSON, KeepMessage: true, DecodePolicy: source.DecodeDrop}, readingType, msgs)
+	passert.Equals(s, beam.ParDo(s, keptReading, values),
+		"a t1=1 data=0 attrs=[site] key=k-a sub=readings-sub", "ccc t2=2 data=0 attrs=[site] key=k-ccc sub=readings-sub")
+	res, err := ptest.RunWithMetrics(p)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if n := counterValue(res, "typed_decode_failures"); n != 2 {
+		t.Errorf("typed_decode_failures = %d, want 2 for the 2 payloads that are not readings", n)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -277,4 +278,16 @@ func encoderSetup(t *testing.T, f *fakeSchemas, cfg EncodeConfig, elem reflect.T
 	c := &encodeCore{Cfg: cfg, Type: beam.EncodedType{T: elem}}
 	defer c.Teardown()
 	return c.Setup(context.Background())
+}
+
+// counterValue is the pipeline's total of the counter name in pubsubio's
+// namespace.
+func counterValue(res beam.PipelineResult, name string) int64 {
+	var total int64
+	for _, c := range res.Metrics().AllMetrics().Counters() {
+		if c.Namespace() == metrics.Namespace && c.Name() == name {
+			total += c.Result()
+		}
+	}
+	return total
 }
