@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -170,19 +169,30 @@ func TestRevisionCacheBound(t *testing.T) {
 	}
 }
 
-// Concurrent misses for one revision share one fetch.
+// Concurrent misses for one revision share one fetch: the fetch holds
+// until every other caller is waiting for it, then answers them all.
 func TestRevisionCacheSharesAFetch(t *testing.T) {
+	const callers = 8
 	c := &revisionCache{max: 4}
-	release := make(chan struct{})
+	waiting := make(chan struct{}, callers)
+	ctx := waitingContext{Context: context.Background(), waiting: waiting}
 	var fetches atomic.Int32
 	var wg sync.WaitGroup
-	for range 8 {
+	for range callers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cd, _, err := c.get(context.Background(), revisionKey{revision: "r"}, func(context.Context) (*avroCodec, bool, error) {
+			cd, _, err := c.get(ctx, revisionKey{revision: "r"}, func(context.Context) (*avroCodec, bool, error) {
 				fetches.Add(1)
-				<-release
+				deadline := time.After(10 * time.Second)
+				for n := 0; n < callers-1; n++ {
+					select {
+					case <-waiting:
+					case <-deadline:
+						t.Errorf("after 10 s, %d of the %d other callers wait for the fetch", n, callers-1)
+						return &avroCodec{record: "R"}, false, nil
+					}
+				}
 				return &avroCodec{record: "R"}, false, nil
 			})
 			if err != nil || cd.record != "R" {
@@ -190,20 +200,22 @@ func TestRevisionCacheSharesAFetch(t *testing.T) {
 			}
 		}()
 	}
-	for { // until a fetch began: the others find its entry, ready or not
-		c.mu.Lock()
-		e := c.entries[revisionKey{revision: "r"}]
-		c.mu.Unlock()
-		if e != nil {
-			break
-		}
-		runtime.Gosched()
-	}
-	close(release)
 	wg.Wait()
 	if n := fetches.Load(); n != 1 {
 		t.Errorf("%d fetches for one revision", n)
 	}
+}
+
+// waitingContext reports on waiting each time its Done is asked for:
+// revisionCache.get asks for it only to wait for a fetch in flight.
+type waitingContext struct {
+	context.Context
+	waiting chan<- struct{}
+}
+
+func (c waitingContext) Done() <-chan struct{} {
+	c.waiting <- struct{}{}
+	return c.Context.Done()
 }
 
 // The topic check, before the first message: every mismatch is named with
