@@ -81,10 +81,22 @@ func TestEncodeRejectsAtConstruction(t *testing.T) {
 		_, s := beam.NewPipelineWithRoot()
 		_, _, err := TryEncode(s, tc.cfg, tc.values(s))
 		wantError(t, tc.name, err, append(tc.want, "pubsubio.Encode: invalid configuration")...)
+		if err != nil && !errors.Is(err, construct.ErrInvalidConfig) {
+			t.Errorf("%s: %v does not wrap ErrInvalidConfig", tc.name, err)
+		}
 	}
 	_, s := beam.NewPipelineWithRoot()
 	_, _, err := TryEncode(s, EncodeConfig{Format: FormatJSON}, beam.PCollection{})
 	wantError(t, "no input", err, "not valid")
+	if !errors.Is(err, construct.ErrInvalidConfig) {
+		t.Errorf("no input: %v does not wrap ErrInvalidConfig", err)
+	}
+	defer func() {
+		if r, _ := recover().(error); !errors.Is(r, construct.ErrInvalidConfig) || !strings.Contains(r.Error(), "Format is required") {
+			t.Errorf("Encode with no format: recovered %v", r)
+		}
+	}()
+	Encode(s, EncodeConfig{}, readings(s))
 }
 
 func readings(s beam.Scope) beam.PCollection { return beam.Create(s, reading{Sensor: "a"}) }
