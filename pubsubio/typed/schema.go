@@ -135,8 +135,12 @@ func (l *lazyService) close() error {
 	return err
 }
 
-// revisionIDPattern is what a revision ID may be: Pub/Sub's are 8
-// lowercase letters and digits.
+// revisionIDPattern is what a revision ID a message names may be before
+// it goes into a schema revision's resource name. Pub/Sub documents no
+// format (its examples, the emulator's IDs and pstest's are 8 lowercase
+// hexadecimal digits, "c7cfa2a8"), so the pattern accepts more: 1 to 64
+// letters, digits, '_' and '-', enough for an ID of another shape, and
+// nothing ('/', '@', '.') that would name another resource.
 var revisionIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // maxQuotedAttribute bounds how much of an attribute value an error quotes.

@@ -374,3 +374,18 @@ func TestSchemaServiceErrorsPrefixedOnce(t *testing.T) {
 	defer e.Teardown()
 	once("Encode's topic check, unreachable", e.Setup(context.Background()), "pubsubio.Encode")
 }
+
+// A message's schema attributes name a revision only in the shapes
+// revisionName documents.
+func TestRevisionName(t *testing.T) {
+	for _, rev := range []string{"c7cfa2a8", "0a0b0c0d", "Rev_2-b", strings.Repeat("a", 64)} {
+		if got, err := revisionName(schemaName("s"), rev); err != nil || got != schemaName("s")+"@"+rev {
+			t.Errorf("revision %q: %q, %v", rev, got, err)
+		}
+	}
+	for _, rev := range []string{"", "a@b", "a/b", "../x", "a.b", strings.Repeat("a", 65)} {
+		if _, err := revisionName(schemaName("s"), rev); err == nil {
+			t.Errorf("revision %q was taken", rev)
+		}
+	}
+}
