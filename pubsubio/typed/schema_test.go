@@ -144,6 +144,11 @@ func TestDecodeRecursiveRevision(t *testing.T) {
 	if err != nil || got != (node{Value: 1}) {
 		t.Errorf("a message naming the flat revision: %v, %v", got, err)
 	}
+	// A topic whose schema's newest revision is the recursive one: Setup
+	// refuses it.
+	topic := f.topic(t, "nodes", "nodes", pubsubpb.Encoding_BINARY)
+	_, err = decoderFor(t, DecodeConfig{Format: FormatAvro, Topic: topic, Connection: f.conn}, nodeType)
+	wantError(t, "the topic's schema", err, "pubsubio.Decode: schema projects/typed-project/schemas/nodes@"+revs[1]+" of Topic "+topic.String(), "record com.example.Node, which contains it")
 }
 
 // The revision cache holds at most its bound, dropping the least recently
