@@ -11,6 +11,11 @@
 // bundle commit only after Pub/Sub confirmed every message it published.
 // What Pub/Sub will not take follows its FailurePolicy.
 //
+// Decode turns messages into Go values (JSON, Avro or Protocol Buffers,
+// reading each message with the schema revision Pub/Sub stamped on it),
+// and Encode turns values back into messages for Write; package typed
+// documents the formats and the schema checks.
+//
 // Records turns messages into JSON records. Every step that cannot handle a
 // message emits it as a FailedMessage; WriteDeadLetters publishes those to
 // a dead-letter topic, and Originals turns them back into messages.

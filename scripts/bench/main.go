@@ -6,6 +6,7 @@
 //
 //	go run ./scripts/bench                           # everything, own emulator
 //	go run ./scripts/bench --cases=write --runs=5    # one part
+//	go run ./scripts/bench --cases=typed             # Decode and Encode; no emulator
 //
 // It exits 2 when a ratio falls below its target, naming it.
 package main
@@ -26,7 +27,7 @@ import (
 
 var (
 	endpoint = flag.String("emulator", "", "host:port of a running Pub/Sub emulator (default: start one)")
-	cases    = flag.String("cases", "read,write,latency,scaling,memory,stages", "what to measure (comma separated)")
+	cases    = flag.String("cases", "read,write,latency,scaling,memory,stages,typed", "what to measure (comma separated)")
 	runs     = flag.Int("runs", 3, "runs of each contender per throughput case")
 	only     = flag.String("only", "", "run only the read and write cases whose name contains this text, e.g. \"16384 B, 3 sub\"")
 	entrants = flag.String("contenders", "", "run only these contenders of the read and write cases (comma separated: source, sink, raw, prototype, source-10-streams, raw-10-streams), e.g. to profile one; targets are checked only where both sides ran")
@@ -49,6 +50,14 @@ var (
 	memoryHold = flag.Duration("memory_hold", 10*time.Second, "how long the memory case holds its messages while RSS is sampled")
 
 	stageWait = flag.Duration("stage_wait", 5*time.Second, "how long Pub/Sub takes to answer a publish in the stages case")
+
+	typedMessages = flag.Int("typed_messages", 50000, "messages per run of each typed case")
+	typedTarget   = flag.Float64("typed_target", 1.2, "highest acceptable pubsubio/hand-written cost ratio of the typed transforms, but for Avro decoding")
+	// Avro decoding alone walks each binary payload before goavro reads
+	// it (pubsubio/typed/avroscan.go), which the hand-written DoFn does
+	// not: BENCHMARKS.md, Typed messages, has the walk's cost and why the
+	// target leaves room for it and for a shared machine's spread.
+	typedAvroDecodeTarget = flag.Float64("typed_avro_decode_target", 1.35, "highest acceptable pubsubio/hand-written cost ratio of decoding binary Avro, which also walks each payload before goavro reads it (a poison payload's block counts would otherwise make goavro ask for gigabytes), work the hand-written DoFn skips")
 
 	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	memProfile = flag.String("memprofile", "", "write an allocation profile of the whole run to this file")
@@ -76,23 +85,26 @@ func run(ctx context.Context) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	ep := *endpoint
-	if ep == "" {
-		e, err := emulator.Start(ctx)
-		if err != nil {
+	var env *env
+	if needsEmulator(*cases) {
+		ep := *endpoint
+		if ep == "" {
+			e, err := emulator.Start(ctx)
+			if err != nil {
+				return fail(err)
+			}
+			defer e.Stop()
+			ep = e.Endpoint
+			emulatorGroup = e.PID()
+		}
+		var err error
+		if env, err = newEnv(ctx, ep); err != nil {
 			return fail(err)
 		}
-		defer e.Stop()
-		ep = e.Endpoint
-		emulatorGroup = e.PID()
-	}
-	env, err := newEnv(ctx, ep)
-	if err != nil {
-		return fail(err)
-	}
-	defer env.close()
-	if err := env.warmUp(ctx, *warmUpMessages); err != nil {
-		return fail(fmt.Errorf("warming up the emulator: %w", err))
+		defer env.close()
+		if err := env.warmUp(ctx, *warmUpMessages); err != nil {
+			return fail(fmt.Errorf("warming up the emulator: %w", err))
+		}
 	}
 
 	var report strings.Builder
@@ -151,6 +163,13 @@ func run(ctx context.Context) int {
 				return fail(err)
 			}
 			fmt.Fprintf(&report, "\n%s", scalingTable(points))
+		case "typed":
+			r, missed, err := measureTyped(ctx, *typedMessages, *runs, typedTargets{general: *typedTarget, avroDecode: *typedAvroDecodeTarget})
+			if err != nil {
+				return fail(err)
+			}
+			report.WriteString(r)
+			misses = append(misses, missed...)
 		case "stages":
 			r, err := measureStages(ctx, *stageWait)
 			if err != nil {
@@ -167,7 +186,7 @@ func run(ctx context.Context) int {
 				fmt.Fprintln(&report, r)
 			}
 		default:
-			if err := fmt.Errorf("unknown case %q in --cases; use read, write, latency, scaling, memory, stages", what); err != nil {
+			if err := fmt.Errorf("unknown case %q in --cases; use read, write, latency, scaling, memory, stages, typed", what); err != nil {
 				return fail(err)
 			}
 		}
@@ -200,6 +219,17 @@ func run(ctx context.Context) int {
 		return 2
 	}
 	return 0
+}
+
+// needsEmulator reports whether any of cases runs against the emulator:
+// stages and typed do not.
+func needsEmulator(cases string) bool {
+	for _, c := range strings.Split(cases, ",") {
+		if c = strings.TrimSpace(c); c != "stages" && c != "typed" {
+			return true
+		}
+	}
+	return false
 }
 
 func readCases() []readCase {
