@@ -34,7 +34,8 @@ func Start(t testing.TB, bin, name string, args ...string) *Process {
 // StartGroup is Start for a process that starts processes of its own (a
 // job server starting SDK workers): it leads a new process group, and Kill
 // and the test's end SIGKILL the whole group, by its ID, so that no worker
-// outlives the test.
+// outlives the test. It runs in a temporary directory, where what its
+// children write (the Go boot program writes pipeline_options.json) stays.
 func StartGroup(t testing.TB, bin, name string, args ...string) *Process {
 	t.Helper()
 	return start(t, bin, name, true, args...)
@@ -45,6 +46,9 @@ func start(t testing.TB, bin, name string, group bool, args ...string) *Process 
 	p := &Process{name: name, group: group, outBuf: newOutputBuffer(), errBuf: newOutputBuffer(), exited: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: group}
+	if group {
+		p.cmd.Dir = t.TempDir()
+	}
 	p.cmd.Stdout, p.cmd.Stderr = p.outBuf, p.errBuf
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("starting %s (%s): %v", name, bin, err)
