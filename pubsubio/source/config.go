@@ -207,8 +207,10 @@ type Config struct {
 	MaxMessages int64
 
 	// IdleTimeout makes the read bounded: a split finishes once nothing has
-	// arrived for this long and it holds nothing. If zero, idleness does not
-	// end the read.
+	// arrived for this long, it holds nothing, and its subscription still
+	// answers a describe (a vanished subscription or an unreachable Pub/Sub
+	// fails the bundle instead of ending the read as if it were drained).
+	// If zero, idleness does not end the read.
 	IdleTimeout time.Duration
 
 	// WatermarkWindow, WatermarkIdle and WatermarkLateness shape the

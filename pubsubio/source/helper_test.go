@@ -68,12 +68,13 @@ func (h *fakeHandle) check(t *testing.T, what string, acks, nacks int32) {
 type fakePuller struct {
 	receives chan context.Context
 
-	mu        sync.Mutex
-	acked     [][]string
-	nacked    [][]string
-	closed    int
-	ackErr    error
-	inventory []*trackedHandle
+	mu          sync.Mutex
+	acked       [][]string
+	nacked      [][]string
+	closed      int
+	ackErr      error
+	describeErr error // what describe returns
+	inventory   []*trackedHandle
 }
 
 // trackedHandle is a delivery in a fakePuller's inventory.
@@ -132,6 +133,12 @@ func (f *fakePuller) receive(ctx context.Context, _ func(*pubsub.Message) bool) 
 	<-ctx.Done()
 	f.nackInventory()
 	return nil
+}
+
+func (f *fakePuller) describe(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.describeErr
 }
 
 func (f *fakePuller) acknowledge(_ context.Context, ackIDs []string) error {

@@ -22,6 +22,9 @@ type puller interface {
 	// did not take, and what was pulled but never handed to f, is given
 	// back before receive returns.
 	receive(ctx context.Context, f func(*pubsub.Message) bool) error
+	// describe gets the subscription under Connection.RPCTimeout: it fails
+	// if the subscription is gone or Pub/Sub cannot be reached.
+	describe(ctx context.Context) error
 	// acknowledge acks by ID: messages received by another process, or by
 	// a subscriber that stopped.
 	acknowledge(ctx context.Context, ackIDs []string) error
@@ -62,10 +65,7 @@ func (s *clientPuller) receive(ctx context.Context, f func(*pubsub.Message) bool
 	// describe under Connection.RPCTimeout first makes a worker that cannot
 	// reach Pub/Sub fail the split's next bundle, naming the endpoint and
 	// the call, instead of waiting in silence.
-	if err := s.conn.Call(ctx, "pubsubio.Read", "GetSubscription "+s.name, func(ctx context.Context) error {
-		_, err := s.client.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: s.name})
-		return err
-	}); err != nil {
+	if err := s.describe(ctx); err != nil {
 		return err
 	}
 	sub := s.client.Subscriber(s.name)
@@ -91,6 +91,13 @@ func (s *clientPuller) receive(ctx context.Context, f func(*pubsub.Message) bool
 		}
 	}
 	return err
+}
+
+func (s *clientPuller) describe(ctx context.Context) error {
+	return s.conn.Call(ctx, "pubsubio.Read", "GetSubscription "+s.name, func(ctx context.Context) error {
+		_, err := s.client.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: s.name})
+		return err
+	})
 }
 
 // acknowledge and nack run each request under Connection.RPCTimeout

@@ -150,6 +150,15 @@ func (fn *readFn) runBundle(ctx context.Context, we *watermarkEstimator, rt *sdf
 
 	reachedShare := share >= 0 && rest.Emitted+int64(len(batch)) >= share
 	idle := fn.Cfg.IdleTimeout > 0 && state.buffered == 0 && state.at.Sub(state.listeningSince) >= fn.Cfg.IdleTimeout
+	if idle && !reachedShare {
+		// The client retries a broken stream without a word, so a deleted
+		// subscription or an unreachable Pub/Sub also looks idle: the read
+		// ends only once its subscription answers.
+		if err := r.confirmSubscription(ctx); err != nil {
+			r.abandonBundle(rest.Seq)
+			return sdf.StopProcessing(), err
+		}
+	}
 	if reachedShare || idle {
 		rt.Mu.Lock()
 		rt.Rt.(*tracker).finishAfterThisBundle()

@@ -156,6 +156,15 @@ func describeReceiveError(sub model.Subscription, err error) error {
 	return fmt.Errorf("pubsubio.Read: reading %s failed: %w", sub, err)
 }
 
+// confirmSubscription describes the split's subscription and says what
+// to do if that fails.
+func (r *splitReader) confirmSubscription(ctx context.Context) error {
+	if err := r.withConn(ctx, func(conn puller) error { return conn.describe(ctx) }); err != nil {
+		return describeReceiveError(r.split.Subscription, err)
+	}
+	return nil
+}
+
 // stopLocked gives everything held back and stops the subscriber, which
 // the next bundle restarts.
 func (r *splitReader) stopLocked(reason counter) {

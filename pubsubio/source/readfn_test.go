@@ -1,0 +1,75 @@
+package source
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2/pstest"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+)
+
+// goneAfterFirst answers the first GetSubscription as the server does and
+// every later one with NotFound: the subscription vanished while the
+// split's stream stayed open, as a restarted emulator or a deleted
+// subscription looks from a stream the client retries.
+type goneAfterFirst struct{ calls atomic.Int32 }
+
+func (g *goneAfterFirst) React(any) (bool, any, error) {
+	if g.calls.Add(1) == 1 {
+		return false, nil, nil
+	}
+	return true, nil, status.Error(codes.NotFound, "Subscription does not exist")
+}
+
+// A bounded read that finds nothing for IdleTimeout ends only if its
+// subscription still answers: a vanished one fails the bundle, naming it,
+// instead of ending the read as if the backlog were read.
+func TestIdleReadOfAVanishedSubscriptionFails(t *testing.T) {
+	gone := &goneAfterFirst{}
+	f := newFakeServer(t, pstest.ServerReactorOption{FuncName: "GetSubscription", Reactor: gone})
+	_, subs := f.topicWithSubs(t, "vanishing", 1)
+	fn := &readFn{ReadID: "vanishing", SplitCount: 1, Cfg: testConfig(t, func(c *Config) {
+		c.Subscriptions = subs
+		c.Connection = connection.Settings{EmulatorEndpoint: f.srv.Addr}
+		c.PollDelay, c.IdleTimeout = 50*time.Millisecond, time.Second
+	})}
+	fn.Setup()
+	defer fn.Teardown()
+	split := Split{Index: 0, Subscription: subs[0]}
+	emit := func(beam.EventTime, model.Message) { t.Error("a message from an empty subscription") }
+	dead := func(beam.EventTime, dlq.FailedMessage) { t.Error("a dead letter from an empty subscription") }
+	rest := Restriction{}
+	deadline := time.Now().Add(time.Minute)
+	for bundle := 0; ; bundle++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("the read neither failed nor ended within a minute (%d bundles)", bundle)
+		}
+		rt := sdf.NewLockRTracker(newTracker(rest, processID))
+		pc, err := fn.ProcessElement(context.Background(), fn.CreateWatermarkEstimator(0), rt, split, emit, dead)
+		if err != nil {
+			for _, want := range []string{subs[0].String(), "does not exist"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("bundle %d failed with %q, which does not contain %q", bundle, err, want)
+				}
+			}
+			t.Logf("bundle %d failed: %v", bundle, err)
+			return
+		}
+		_, res, err := rt.TrySplit(0)
+		if err != nil || res == nil {
+			t.Fatalf("bundle %d ended the read (%v, %v) although its subscription is gone", bundle, res, err)
+		}
+		rest = res.(Restriction)
+		time.Sleep(pc.ResumeDelay()) // as the runner would
+	}
+}
