@@ -196,6 +196,27 @@ func rejections() []rejection {
 			c.Subscriptions[0].Project = strings.Repeat("a", 2000) + ":my-project"
 		}),
 		directRunner(),
+		read("Topics: listed twice", func(c *pubsubio.ReadConfig) { c.Topics = []pubsubio.Topic{goodTopic, goodTopic} }),
+		read("Topics: bad ID", func(c *pubsubio.ReadConfig) {
+			c.Topics = []pubsubio.Topic{pubsubio.TopicOf("my-project", "goog-events")}
+		}),
+		read("TopicSubscriptions without Topics", func(c *pubsubio.ReadConfig) { c.TopicSubscriptions.Name = "nightly" }),
+		read("TopicSubscriptions.Name too long for the topic", func(c *pubsubio.ReadConfig) {
+			c.Topics, c.TopicSubscriptions.Name = []pubsubio.Topic{goodTopic}, "n"+strings.Repeat("x", 250)
+		}),
+		read("TopicSubscriptions.Name not a subscription ID", func(c *pubsubio.ReadConfig) {
+			c.Topics, c.TopicSubscriptions.Name = []pubsubio.Topic{goodTopic}, "9lives"
+		}),
+		read("TopicSubscriptions.Name gives a subscription also in Subscriptions", func(c *pubsubio.ReadConfig) {
+			c.Topics, c.TopicSubscriptions.Name = []pubsubio.Topic{pubsubio.TopicOf("my-project", "y2026")}, "orders"
+			c.Subscriptions = []pubsubio.Subscription{pubsubio.SubscriptionOf("my-project", "orders-y2026")}
+		}),
+		read("TopicSubscriptions.Create.Topic set", func(c *pubsubio.ReadConfig) {
+			c.Topics, c.TopicSubscriptions.Create.Topic = []pubsubio.Topic{goodTopic}, dlTopic
+		}),
+		read("TopicSubscriptions.Create.ExpirationTTL under a day", func(c *pubsubio.ReadConfig) {
+			c.Topics, c.TopicSubscriptions.Create.ExpirationTTL = []pubsubio.Topic{goodTopic}, time.Hour
+		}),
 
 		read("Setup: bad subscription", func(c *pubsubio.ReadConfig) {
 			c.Setup = []pubsubio.SubscriptionSetup{{Subscription: pubsubio.SubscriptionOf("my-project", "ab")}}
@@ -230,6 +251,9 @@ func rejections() []rejection {
 		}),
 		create("Create.Filter blank", func(o *pubsubio.SubscriptionCreateOptions) { o.Filter = "  " }),
 		create("Create.Filter unterminated string", func(o *pubsubio.SubscriptionCreateOptions) { o.Filter = `attributes.kind = "order` }),
+		create("Create.Labels: key and value Pub/Sub refuses", func(o *pubsubio.SubscriptionCreateOptions) {
+			o.Labels = map[string]string{"Team": "billing", "env": "Prod"}
+		}),
 		create("Create.Filter not on attributes", func(o *pubsubio.SubscriptionCreateOptions) { o.Filter = `kind = "order"` }),
 		read("Create without message ordering under PER_KEY", func(c *pubsubio.ReadConfig) {
 			c.Ordering = pubsubio.OrderingPerKey

@@ -93,14 +93,28 @@ const (
 	DefaultWatermarkLateness      = time.Second            // see Config.WatermarkLateness
 )
 
-// Config configures a read. Only Subscriptions is required; every zero
-// field takes the default documented on it. Config is validated at graph
+// Config configures a read. Only Subscriptions or Topics is required;
+// every zero field takes the default documented on it. Config is validated at graph
 // construction: an invalid one never reaches a worker. Every count and
 // duration is bounded (limits.go); an error names the option, the value and
 // the range.
 type Config struct {
-	// Subscriptions to read; at least one, no duplicates. Every one is read.
+	// Subscriptions to read; no duplicates. Every one is read. At least
+	// one subscription or topic is required.
 	Subscriptions []model.Subscription
+
+	// Topics to read besides Subscriptions, no duplicates: for each, the
+	// prepare step creates a subscription of this read's own, named when
+	// the pipeline is built (TopicSubscriptions), so every worker and every
+	// resumed split agrees on it. It receives only what is published after
+	// the prepare step created it. A bounded read deletes these
+	// subscriptions once it finished; an unbounded one leaves them, to
+	// expire a day after their last reader stopped (README, Reading topics).
+	Topics []model.Topic
+
+	// TopicSubscriptions names and configures the subscriptions the read
+	// creates for Topics; see TopicSubscriptionOptions.
+	TopicSubscriptions TopicSubscriptionOptions
 
 	// Setup holds what the prepare step does for individual subscriptions
 	// before any split reads: create one that is missing, seek one to a
@@ -234,6 +248,10 @@ type Config struct {
 	// Connection says where and as whom to connect. The zero value is
 	// application-default credentials against Pub/Sub.
 	Connection connection.Settings
+
+	// owned are the subscriptions created for Topics, once withDefaults
+	// moved them into Subscriptions: what a bounded read deletes when done.
+	owned []model.Subscription
 }
 
 // warnings explains settings that are valid but probably not meant; read
@@ -263,16 +281,17 @@ func (cfg Config) withDefaults() (Config, error) {
 	construct.Default(&cfg.WatermarkWindow, DefaultWatermarkWindow)
 	construct.Default(&cfg.WatermarkIdle, DefaultWatermarkIdle)
 	construct.Default(&cfg.WatermarkLateness, DefaultWatermarkLateness)
+	cfg, topicErrs := cfg.withTopics()
 	cfg.setupWithDefaults()
-	return cfg, cfg.validate()
+	return cfg, cfg.validate(topicErrs)
 }
 
-func (cfg Config) validate() error {
-	var errs []error
+// validate checks cfg; errs are problems already found.
+func (cfg Config) validate(errs []error) error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
-	if len(cfg.Subscriptions) == 0 {
-		bad("Subscriptions is empty: name at least one subscription to read")
+	if len(cfg.Subscriptions) == 0 && len(cfg.Topics) == 0 {
+		bad("Subscriptions and Topics are both empty: name at least one subscription or topic to read")
 	}
 	seen := map[model.Subscription]bool{}
 	for i, s := range cfg.Subscriptions {

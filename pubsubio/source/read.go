@@ -13,7 +13,7 @@ import (
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
 )
 
-// Read reads cfg.Subscriptions and returns a PCollection<model.Message>
+// Read reads cfg.Subscriptions and cfg.Topics and returns a PCollection<model.Message>
 // whose event time is each message's publish time (or TimestampAttribute).
 // It rejects DecodePolicy DecodeDeadLetter, whose dead letters it has no
 // output for: use ReadWithDeadLetters. It panics on an invalid
@@ -91,6 +91,9 @@ func read(s beam.Scope, cfg Config) (beam.PCollection, beam.PCollection, error) 
 	out, err := beam.TryParDo(s, fn, elems)
 	if err != nil {
 		return fail(fmt.Errorf("pubsubio.Read: %w", err))
+	}
+	if cfg.bounded() && len(cfg.owned) > 0 {
+		deleteWhenDone(s, cfg, out[0])
 	}
 	return out[0], out[1], nil
 }

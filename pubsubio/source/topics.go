@@ -1,0 +1,191 @@
+package source
+
+import (
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+)
+
+// TopicSubscriptionOptions name and configure the subscriptions a read
+// creates for Config.Topics. The zero value is a good default: a name
+// generated at construction, the labels below, and a subscription that
+// expires a day after its last reader went away.
+type TopicSubscriptionOptions struct {
+	// Name names the subscriptions: topic T's is
+	// projects/<T's project>/subscriptions/<Name>-<T's ID>. Give one to keep
+	// an unbounded job's subscriptions across redeployments: a new job with
+	// the same Name reads on where the old one stopped. Share it with no
+	// other job: two jobs reading one subscription split its messages. If
+	// empty, a name is generated when the pipeline is built,
+	// "pubsubio-" and 10 random characters, so every construction reads
+	// from subscriptions of its own.
+	Name string
+
+	// Create is how the subscriptions are created; Create.Topic must be
+	// left empty (each topic of Topics fills it). If ExpirationTTL and
+	// NeverExpire are unset, DefaultTopicSubscriptionTTL (1 day, Pub/Sub's
+	// minimum) is used, so the subscription of a job that died does not
+	// outlive it by long; and MessageRetention, if unset, is then the TTL
+	// (Pub/Sub requires the TTL to be at least the retention). Labels are
+	// added to created-by=pubsubio, pubsubio-name=<Name> and, with the
+	// --job_name flag, pubsubio-job=<job name>, so an operator can find
+	// them (README, Reading topics).
+	Create SubscriptionCreateOptions
+}
+
+// DefaultTopicSubscriptionTTL is the expiration TTL of the subscriptions a
+// read creates for topics: Pub/Sub's minimum.
+const DefaultTopicSubscriptionTTL = minExpirationTTL
+
+// The labels every subscription created for a topic carries.
+const (
+	LabelCreatedBy      = "created-by"
+	LabelCreatedByValue = "pubsubio"
+	LabelName           = "pubsubio-name"
+	LabelJob            = "pubsubio-job"
+)
+
+// generatedNamePrefix starts every generated TopicSubscriptions.Name.
+const generatedNamePrefix = "pubsubio-"
+
+// maxSubscriptionID is Pub/Sub's longest subscription ID.
+const maxSubscriptionID = 255
+
+// withTopics returns cfg with a subscription for each of its Topics added
+// to Subscriptions and its creation to Setup, Topics cleared and the added
+// subscriptions in owned; or what is wrong with Topics and
+// TopicSubscriptions. It generates TopicSubscriptions.Name when it is
+// empty: this runs once per construction, and the name travels to the
+// workers inside the configuration.
+func (cfg Config) withTopics() (Config, []error) {
+	if len(cfg.Topics) == 0 {
+		if len(cfg.owned) == 0 && !cfg.TopicSubscriptions.isZero() {
+			return cfg, []error{errors.New("TopicSubscriptions is set but Topics is empty, so it would configure nothing; add the topics to read, or drop it")}
+		}
+		return cfg, nil
+	}
+	o := &cfg.TopicSubscriptions
+	if o.Name == "" {
+		o.Name = generatedName()
+	}
+	o.Create = o.Create.withTopicDefaults(o.Name)
+	errs := cfg.validateTopics()
+	if len(errs) > 0 {
+		return cfg, errs
+	}
+	cfg.owned = cfg.topicSubscriptions()
+	setup := make([]SubscriptionSetup, len(cfg.Topics))
+	for i, t := range cfg.Topics {
+		setup[i] = SubscriptionSetup{Subscription: cfg.owned[i], Create: o.Create}
+		setup[i].Create.Topic = t
+	}
+	cfg.Subscriptions = slices.Concat(cfg.Subscriptions, cfg.owned)
+	cfg.Setup = slices.Concat(cfg.Setup, setup)
+	cfg.Topics = nil
+	return cfg, nil
+}
+
+// topicSubscriptions are the subscriptions of cfg.Topics, in their order.
+func (cfg Config) topicSubscriptions() []model.Subscription {
+	subs := make([]model.Subscription, len(cfg.Topics))
+	for i, t := range cfg.Topics {
+		subs[i] = topicSubscription(cfg.TopicSubscriptions.Name, t)
+	}
+	return subs
+}
+
+// topicSubscription is the subscription a read named name creates for t.
+func topicSubscription(name string, t model.Topic) model.Subscription {
+	return model.SubscriptionOf(t.Project, name+"-"+t.ID)
+}
+
+// validateTopics checks Topics and TopicSubscriptions, naming them.
+func (cfg Config) validateTopics() []error {
+	var errs []error
+	o := cfg.TopicSubscriptions
+	if !o.Create.Topic.IsZero() {
+		errs = append(errs, fmt.Errorf("TopicSubscriptions.Create.Topic is %s, but each topic of Topics fills it in; leave it empty", o.Create.Topic))
+	}
+	listed := map[model.Subscription]bool{}
+	for _, s := range cfg.Subscriptions {
+		listed[s] = true
+	}
+	seenTopic := map[model.Topic]bool{}
+	seenErr := map[string]bool{}
+	for i, t := range cfg.Topics {
+		if err := t.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("Topics[%d]: %w", i, err))
+			continue
+		}
+		if seenTopic[t] {
+			errs = append(errs, fmt.Errorf("Topics[%d]: %s is listed twice; each topic is read once", i, t))
+			continue
+		}
+		seenTopic[t] = true
+		sub := topicSubscription(o.Name, t)
+		switch {
+		case len(sub.ID) > maxSubscriptionID:
+			errs = append(errs, fmt.Errorf("Topics[%d]: its subscription ID %q would be %d characters, over Pub/Sub's %d; shorten TopicSubscriptions.Name", i, text.Truncate(sub.ID, maxQuotedValue), len(sub.ID), maxSubscriptionID))
+			continue
+		case sub.Validate() != nil:
+			errs = append(errs, fmt.Errorf("TopicSubscriptions.Name %q does not make a valid subscription name for %s: %w", text.Truncate(o.Name, maxQuotedValue), t, sub.Validate()))
+			continue
+		case listed[sub]:
+			errs = append(errs, fmt.Errorf("Topics[%d]: its subscription %s is also listed in Subscriptions; read it one way only", i, sub))
+		}
+		create := o.Create
+		create.Topic = t
+		field := "TopicSubscriptions.Create"
+		// The same option is wrong for every topic: say it once.
+		for _, err := range append(create.validate(field), createRejection(cfg, field, sub, create)...) {
+			if msg := err.Error(); !seenErr[msg] {
+				seenErr[msg] = true
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errs
+}
+
+// isZero reports whether no option is set.
+func (o TopicSubscriptionOptions) isZero() bool { return o.Name == "" && o.Create.IsZero() }
+
+// withTopicDefaults fills the options a read's own subscriptions get by
+// default: the shortest expiration Pub/Sub allows, a retention within it,
+// and the labels that say who made them.
+func (o SubscriptionCreateOptions) withTopicDefaults(name string) SubscriptionCreateOptions {
+	if o.ExpirationTTL == 0 && !o.NeverExpire {
+		o.ExpirationTTL = DefaultTopicSubscriptionTTL
+	}
+	if o.MessageRetention == 0 && o.ExpirationTTL > 0 && o.ExpirationTTL < defaultSubscriptionRetain {
+		o.MessageRetention = max(o.ExpirationTTL, minSubscriptionRetain)
+	}
+	labels := map[string]string{LabelCreatedBy: LabelCreatedByValue, LabelName: labelValue(name)}
+	if job := flag.Lookup("job_name"); job != nil && job.Value.String() != "" {
+		labels[LabelJob] = labelValue(job.Value.String())
+	}
+	maps.Copy(labels, o.Labels) // the user's win
+	o.Labels = labels
+	return o
+}
+
+// generatedName is a TopicSubscriptions.Name no other construction has
+// made: 10 random lowercase letters and digits (50 bits).
+func generatedName() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+	var b [10]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	var s strings.Builder
+	s.WriteString(generatedNamePrefix)
+	for _, c := range b {
+		s.WriteByte(alphabet[c%32])
+	}
+	return s.String()
+}
