@@ -2,14 +2,12 @@ package source
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
-	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -330,14 +328,10 @@ func (cfg Config) validate(errs []error) error {
 		bad("DecodePolicy %q is unknown; use %q, %q, %q or %q", cfg.DecodePolicy, DecodeFail, DecodeDrop, DecodeNack, DecodeDeadLetter)
 	}
 	errs = append(errs, cfg.checkLimits()...)
-	if a := cfg.TimestampAttribute; a != "" {
-		// A name Pub/Sub refuses as an attribute key is on no message, so
-		// every message would silently keep its publish time.
-		if strings.TrimSpace(a) == "" {
-			bad("TimestampAttribute is blank, so no message carries it; name the attribute holding the event time, or leave it empty for publish times")
-		} else if problem := model.AttributeKeyProblem(a); problem != "" {
-			bad("TimestampAttribute %q %s, so no message can carry it; name the attribute holding the event time", text.Truncate(a, maxQuotedValue), problem)
-		}
+	// A name Pub/Sub refuses as an attribute key is on no message, so
+	// every message would silently keep its publish time.
+	if err := construct.CheckAttribute("TimestampAttribute", cfg.TimestampAttribute, "name the attribute holding the event time, or leave it empty for publish times"); err != nil {
+		errs = append(errs, err)
 	}
 	if cfg.MaxOutstandingMessages < -1 {
 		bad("MaxOutstandingMessages %d must be positive, or -1 for no limit", cfg.MaxOutstandingMessages)

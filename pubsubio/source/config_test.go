@@ -180,7 +180,7 @@ func TestValidationErrorsNameTheOption(t *testing.T) {
 		{"TimestampAttribute of 300 bytes", func(c *Config) { c.TimestampAttribute = strings.Repeat("t", 300) }, []string{"TimestampAttribute", "is 300 bytes, over Pub/Sub's 256"}},
 		{"TimestampAttribute not UTF-8", func(c *Config) { c.TimestampAttribute = "ts\xff" }, []string{`TimestampAttribute "ts\xff" is not valid UTF-8`}},
 		{"TimestampAttribute reserved", func(c *Config) { c.TimestampAttribute = "googTs" }, []string{`TimestampAttribute "googTs" starts with "goog"`}},
-		{"TimestampAttribute blank", func(c *Config) { c.TimestampAttribute = " \t" }, []string{"TimestampAttribute is blank"}},
+		{"TimestampAttribute blank", func(c *Config) { c.TimestampAttribute = " \t" }, []string{`TimestampAttribute " \t" is blank`}},
 		{"start time in year 10000", func(c *Config) {
 			c.Setup = []SubscriptionSetup{{Subscription: c.Subscriptions[0], Start: StartFromTimestamp(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC))}}
 		}, []string{"Setup[0].Start: Time 10000-01-01", "outside years 1 to 9999"}},
