@@ -59,6 +59,7 @@ func TestCrashLoopWholeProcessKilled(t *testing.T) {
 	r, seed := crash.Rand(t)
 	bin := crash.BuildPipeline(t)
 	c := crash.NewTopology(t, e, "crash-loop", n, nil)
+	kept := c.KeepOutput(t)
 
 	start := time.Now()
 	for k := 0; k < kills; k++ {
@@ -86,6 +87,7 @@ func TestCrashLoopWholeProcessKilled(t *testing.T) {
 	}
 	runs := c.Complete(t, bin)
 	c.Verify(t, "whole-process", seed, kills, runs, time.Since(start))
+	verifyDeduplicated(t, e, kept, c.InputIDs())
 }
 
 // The kill lands when the process holds the whole backlog: the transform

@@ -122,6 +122,13 @@ func records(option string, cfg pubsubio.RecordConfig, input func(s beam.Scope) 
 	}}
 }
 
+func deduplicate(option string, cfg pubsubio.DedupConfig, input func(s beam.Scope) beam.PCollection) rejection {
+	return rejection{"Deduplicate", option, func(s beam.Scope) error {
+		_, err := pubsubio.TryDeduplicate(s, cfg, input(s))
+		return err
+	}}
+}
+
 // connection builds a read whose Connection is c. Write and dlq.Write run
 // the same Settings.Validate; one row each below shows it.
 func connection(option string, c pubsubio.Connection) rejection {
@@ -374,6 +381,14 @@ func rejections() []rejection {
 		records("AttributesKey not UTF-8", pubsubio.RecordConfig{AttributesKey: "\xff"}, messages),
 		records("input not a valid PCollection", pubsubio.RecordConfig{}, func(beam.Scope) beam.PCollection { return beam.PCollection{} }),
 		records("input not of Message", pubsubio.RecordConfig{}, func(s beam.Scope) beam.PCollection { return beam.Create(s, "x") }),
+
+		deduplicate("IDAttribute reserved", pubsubio.DedupConfig{IDAttribute: "googID"}, messages),
+		deduplicate("IDAttribute blank", pubsubio.DedupConfig{IDAttribute: " "}, messages),
+		deduplicate("Horizon a bare 1 (nanoseconds)", pubsubio.DedupConfig{Horizon: 1}, messages),
+		deduplicate("Horizon over 31 days", pubsubio.DedupConfig{Horizon: 32 * 24 * time.Hour}, messages),
+		deduplicate("TimeDomain unknown", pubsubio.DedupConfig{TimeDomain: "WALL_CLOCK"}, messages),
+		deduplicate("Missing unknown", pubsubio.DedupConfig{Missing: "DROP"}, messages),
+		deduplicate("input not of Message", pubsubio.DedupConfig{}, func(s beam.Scope) beam.PCollection { return beam.Create(s, "x") }),
 	}
 }
 

@@ -69,6 +69,14 @@ func NewTopology(t testing.TB, e *emulator.Emulator, prefix string, n int, attrs
 	return c
 }
 
+// KeepOutput creates a second subscription on the output topic, which
+// keeps every copy the runs publish, for a read after them; call it before
+// the first run.
+func (c *Topology) KeepOutput(t testing.TB) model.Subscription {
+	t.Helper()
+	return c.e.CreateSubscription(t, c.outTopic, "kept-out", time.Minute)
+}
+
 // Args returns crashpipeline's flags for this topology plus extra.
 func (c *Topology) Args(extra ...string) []string {
 	return append([]string{
