@@ -26,7 +26,7 @@ import (
 
 var (
 	endpoint = flag.String("emulator", "", "host:port of a running Pub/Sub emulator (default: start one)")
-	cases    = flag.String("cases", "read,write,latency,scaling,memory,stages", "what to measure (comma separated)")
+	cases    = flag.String("cases", "read,write,latency,scaling,memory,stages,dedup", "what to measure (comma separated)")
 	runs     = flag.Int("runs", 3, "runs of each contender per throughput case")
 	only     = flag.String("only", "", "run only the read and write cases whose name contains this text, e.g. \"16384 B, 3 sub\"")
 	entrants = flag.String("contenders", "", "run only these contenders of the read and write cases (comma separated: source, sink, raw, prototype, source-10-streams, raw-10-streams), e.g. to profile one; targets are checked only where both sides ran")
@@ -49,6 +49,9 @@ var (
 	memoryHold = flag.Duration("memory_hold", 10*time.Second, "how long the memory case holds its messages while RSS is sampled")
 
 	stageWait = flag.Duration("stage_wait", 5*time.Second, "how long Pub/Sub takes to answer a publish in the stages case")
+
+	dedupMessages = flag.Int("dedup_messages", 50000, "messages per run of the dedup case")
+	dedupSize     = flag.Int("dedup_size", 64, "payload bytes in the dedup case: small, so the keys' state stands out from the payloads in the heap")
 
 	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	memProfile = flag.String("memprofile", "", "write an allocation profile of the whole run to this file")
@@ -157,6 +160,12 @@ func run(ctx context.Context) int {
 				return fail(err)
 			}
 			report.WriteString(r)
+		case "dedup":
+			r, err := measureDedup(ctx, env, *dedupMessages, *dedupSize)
+			if err != nil {
+				return fail(err)
+			}
+			report.WriteString(r.String())
 		case "memory":
 			rs, err := measureMemory(ctx, env, 1024, *memoryHold)
 			if err != nil {
@@ -167,7 +176,7 @@ func run(ctx context.Context) int {
 				fmt.Fprintln(&report, r)
 			}
 		default:
-			if err := fmt.Errorf("unknown case %q in --cases; use read, write, latency, scaling, memory, stages", what); err != nil {
+			if err := fmt.Errorf("unknown case %q in --cases; use read, write, latency, scaling, memory, stages, dedup", what); err != nil {
 				return fail(err)
 			}
 		}
