@@ -80,6 +80,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	construct.Default(&cfg.TimeDomain, ProcessingTime)
 	construct.Default(&cfg.Missing, MissingPass)
 	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if err := construct.CheckAttribute("IDAttribute", cfg.IDAttribute, "name the attribute holding the ID, or leave it empty for Message.ID"); err != nil {
 		errs = append(errs, err)
 	}
@@ -89,12 +90,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	switch cfg.TimeDomain {
 	case ProcessingTime, EventTime:
 	default:
-		errs = append(errs, fmt.Errorf("TimeDomain %q is unknown; use %q or %q", cfg.TimeDomain, ProcessingTime, EventTime))
+		bad("TimeDomain %q is unknown; use %q or %q", cfg.TimeDomain, ProcessingTime, EventTime)
 	}
 	switch cfg.Missing {
 	case MissingPass, MissingFail:
 	default:
-		errs = append(errs, fmt.Errorf("Missing %q is unknown; use %q or %q", cfg.Missing, MissingPass, MissingFail))
+		bad("Missing %q is unknown; use %q or %q", cfg.Missing, MissingPass, MissingFail)
 	}
 	return cfg, construct.Invalid(api, errs...)
 }

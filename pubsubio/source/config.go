@@ -291,17 +291,7 @@ func (cfg Config) validate(errs []error) error {
 	if len(cfg.Subscriptions) == 0 && len(cfg.Topics) == 0 {
 		bad("Subscriptions and Topics are both empty: name at least one subscription or topic to read")
 	}
-	seen := map[model.Subscription]bool{}
-	for i, s := range cfg.Subscriptions {
-		if err := s.Validate(); err != nil {
-			bad("Subscriptions[%d]: %w", i, err)
-			continue
-		}
-		if seen[s] {
-			bad("Subscriptions[%d]: %s is listed twice; each subscription is read once", i, s)
-		}
-		seen[s] = true
-	}
+	uniqueValid("Subscriptions", "subscription", cfg.Subscriptions, bad)
 	switch cfg.Ordering {
 	case OrderingNone:
 	case OrderingPerKey:
@@ -347,6 +337,28 @@ func (cfg Config) validate(errs []error) error {
 		errs = append(errs, err)
 	}
 	return construct.Invalid("pubsubio.Read", errs...)
+}
+
+// uniqueValid reports, for each of names (which the option field lists,
+// each a kind: "subscription"), whether it is valid and listed for the
+// first time; bad says why not.
+func uniqueValid[T interface {
+	comparable
+	Validate() error
+}](field, kind string, names []T, bad func(format string, args ...any)) []bool {
+	ok := make([]bool, len(names))
+	seen := map[T]bool{}
+	for i, n := range names {
+		switch err := n.Validate(); {
+		case err != nil:
+			bad("%s[%d]: %w", field, i, err)
+		case seen[n]:
+			bad("%s[%d]: %s is listed twice; each %s is read once", field, i, n, kind)
+		default:
+			seen[n], ok[i] = true, true
+		}
+	}
+	return ok
 }
 
 // bounded reports whether the read finishes by itself.

@@ -23,7 +23,7 @@ const (
 func labelProblems(labels map[string]string) []error {
 	var errs []error
 	if len(labels) > maxLabels {
-		errs = append(errs, fmt.Errorf("Labels has %d labels, over Pub/Sub's %d", len(labels), maxLabels))
+		errs = append(errs, fmt.Errorf("%s has %d labels, over Pub/Sub's %d", "Labels", len(labels), maxLabels))
 	}
 	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		name := fmt.Sprintf("Labels[%q]", text.Truncate(k, maxQuotedValue))

@@ -109,36 +109,31 @@ func topicSubscription(name string, t model.Topic) model.Subscription {
 // validateTopics checks Topics and TopicSubscriptions, naming them.
 func (cfg Config) validateTopics() []error {
 	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	o := cfg.TopicSubscriptions
 	if !o.Create.Topic.IsZero() {
-		errs = append(errs, fmt.Errorf("TopicSubscriptions.Create.Topic is %s, but each topic of Topics fills it in; leave it empty", o.Create.Topic))
+		bad("TopicSubscriptions.Create.Topic is %s, but each topic of Topics fills it in; leave it empty", o.Create.Topic)
 	}
 	listed := map[model.Subscription]bool{}
 	for _, s := range cfg.Subscriptions {
 		listed[s] = true
 	}
-	seenTopic := map[model.Topic]bool{}
+	ok := uniqueValid("Topics", "topic", cfg.Topics, bad)
 	seenErr := map[string]bool{}
 	for i, t := range cfg.Topics {
-		if err := t.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("Topics[%d]: %w", i, err))
+		if !ok[i] {
 			continue
 		}
-		if seenTopic[t] {
-			errs = append(errs, fmt.Errorf("Topics[%d]: %s is listed twice; each topic is read once", i, t))
-			continue
-		}
-		seenTopic[t] = true
 		sub := topicSubscription(o.Name, t)
 		switch {
 		case len(sub.ID) > maxSubscriptionID:
-			errs = append(errs, fmt.Errorf("Topics[%d]: its subscription ID %q would be %d characters, over Pub/Sub's %d; shorten TopicSubscriptions.Name", i, text.Truncate(sub.ID, maxQuotedValue), len(sub.ID), maxSubscriptionID))
+			bad("Topics[%d]: its subscription ID %q would be %d characters, over Pub/Sub's %d; shorten TopicSubscriptions.Name", i, text.Truncate(sub.ID, maxQuotedValue), len(sub.ID), maxSubscriptionID)
 			continue
 		case sub.Validate() != nil:
-			errs = append(errs, fmt.Errorf("TopicSubscriptions.Name %q does not make a valid subscription name for %s: %w", text.Truncate(o.Name, maxQuotedValue), t, sub.Validate()))
+			bad("TopicSubscriptions.Name %q does not make a valid subscription name for %s: %w", text.Truncate(o.Name, maxQuotedValue), t, sub.Validate())
 			continue
 		case listed[sub]:
-			errs = append(errs, fmt.Errorf("Topics[%d]: its subscription %s is also listed in Subscriptions; read it one way only", i, sub))
+			bad("Topics[%d]: its subscription %s is also listed in Subscriptions; read it one way only", i, sub)
 		}
 		create := o.Create
 		create.Topic = t
