@@ -23,9 +23,12 @@ func init() {
 	register.Function1x1(elementIDOf)
 }
 
-// roundTripBase is the event time of element 0; element i is i seconds
-// later.
-var roundTripBase = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+// roundTripBase is the event time of element 0, set when the test
+// starts; element i is i seconds later. Recent on purpose: the read's
+// watermark follows the clock when its subscription is idle, and
+// Deduplicate in event time forgets a key once the watermark passes its
+// event time plus the horizon.
+var roundTripBase time.Time
 
 // atSecond emits element i as a message at roundTripBase + i seconds.
 func atSecond(i int, emit func(beam.EventTime, pubsubio.Message)) {
@@ -48,6 +51,7 @@ func TestWriteAttributesRoundTrip(t *testing.T) {
 	topic := e.CreateTopic(t, "write-attrs")
 	sub := e.CreateSubscription(t, topic, "write-attrs", 0)
 	conn := pubsubio.Connection{EmulatorEndpoint: e.Endpoint}
+	roundTripBase = time.Now().Truncate(time.Second)
 	const n = 50
 	elements := make([]int, n)
 	for i := range elements {

@@ -22,7 +22,9 @@ const (
 	// message's event time plus Horizon. A bounded job ends as soon as its
 	// input does (the watermark then jumps to the end of time); a copy that
 	// arrives when the watermark is already past its first message's
-	// event time plus Horizon passes.
+	// event time plus Horizon passes. A read's watermark catches up with
+	// the clock when its subscription is idle, so Horizon must exceed how
+	// old the messages are.
 	EventTime TimeDomain = "EVENT_TIME"
 )
 
