@@ -46,10 +46,10 @@ const DefaultTopicSubscriptionTTL = minExpirationTTL
 
 // The labels every subscription created for a topic carries.
 const (
-	LabelCreatedBy      = "created-by"
-	LabelCreatedByValue = "pubsubio"
-	LabelName           = "pubsubio-name"
-	LabelJob            = "pubsubio-job"
+	labelCreatedBy      = "created-by"
+	labelCreatedByValue = "pubsubio"
+	labelName           = "pubsubio-name"
+	labelJob            = "pubsubio-job"
 )
 
 // generatedNamePrefix starts every generated TopicSubscriptions.Name.
@@ -162,9 +162,9 @@ func (o SubscriptionCreateOptions) withTopicDefaults(name string) SubscriptionCr
 	if o.MessageRetention == 0 && o.ExpirationTTL > 0 && o.ExpirationTTL < defaultSubscriptionRetain {
 		o.MessageRetention = max(o.ExpirationTTL, minSubscriptionRetain)
 	}
-	labels := map[string]string{LabelCreatedBy: LabelCreatedByValue, LabelName: labelValue(name)}
+	labels := map[string]string{labelCreatedBy: labelCreatedByValue, labelName: labelValue(name)}
 	if job := flag.Lookup("job_name"); job != nil && job.Value.String() != "" {
-		labels[LabelJob] = labelValue(job.Value.String())
+		labels[labelJob] = labelValue(job.Value.String())
 	}
 	maps.Copy(labels, o.Labels) // the user's win
 	o.Labels = labels

@@ -60,7 +60,7 @@ func TestTopicsBecomeSubscriptionsOfTheRead(t *testing.T) {
 	if len(cfg.Topics) != 0 {
 		t.Errorf("Topics = %v after defaulting, want them moved into Subscriptions", cfg.Topics)
 	}
-	wantLabels := map[string]string{LabelCreatedBy: LabelCreatedByValue, LabelName: "nightly", "team": "billing"}
+	wantLabels := map[string]string{labelCreatedBy: labelCreatedByValue, labelName: "nightly", "team": "billing"}
 	for i, topic := range []model.Topic{ordersTopic, returnsTopic} {
 		setup := cfg.setupFor(wantOwned[i])
 		c := setup.Create
@@ -95,8 +95,8 @@ func TestTopicSubscriptionNameGeneratedPerConstruction(t *testing.T) {
 		if !strings.HasPrefix(name, generatedNamePrefix) || len(name) != len(generatedNamePrefix)+10 || cfg.owned[0].ID != name+"-orders" {
 			t.Errorf("generated name %q, subscription %s; want %s and 10 characters, then -orders", name, cfg.owned[0], generatedNamePrefix)
 		}
-		if got := cfg.setupFor(cfg.owned[0]).Create.Labels[LabelName]; got != name {
-			t.Errorf("label %s = %q, want the generated name %q", LabelName, got, name)
+		if got := cfg.setupFor(cfg.owned[0]).Create.Labels[labelName]; got != name {
+			t.Errorf("label %s = %q, want the generated name %q", labelName, got, name)
 		}
 	}
 }
