@@ -22,16 +22,19 @@ import (
 // step creates the read's own subscription, a bounded read deletes it once
 // done, an unbounded one leaves it.
 
-// A bounded read of a topic reads what is published once its subscription
-// exists, then deletes that subscription.
+// A bounded read of two topics reads what is published once their
+// subscriptions exist, then deletes the one it created and leaves the one
+// that already existed under its name (made outside, without the read's
+// label): it deletes nothing it did not create.
 func TestReadTopicBoundedDeletesItsSubscription(t *testing.T) {
 	e := emulator.Require(t)
 	client := e.Client(t)
-	topic := e.CreateTopic(t, "topic-bounded")
+	topic, taken := e.CreateTopic(t, "topic-bounded"), e.CreateTopic(t, "topic-taken")
 	name := fmt.Sprintf("nightly-%d", os.Getpid())
+	existing := createSubscriptionNamed(t, e, client, pubsubio.SubscriptionOf(e.Project, name+"-"+taken.ID), taken)
 	const n = 100
 	p, bucket := readInto(t, pubsubio.ReadConfig{
-		Topics:             []pubsubio.Topic{topic},
+		Topics:             []pubsubio.Topic{topic, taken},
 		TopicSubscriptions: pubsubio.TopicSubscriptionOptions{Name: name},
 		MaxMessages:        n,
 		Connection:         pubsubio.Connection{EmulatorEndpoint: e.Endpoint},
@@ -41,15 +44,19 @@ func TestReadTopicBoundedDeletesItsSubscription(t *testing.T) {
 	if want := pubsubio.SubscriptionOf(e.Project, name+"-"+topic.ID); sub != want {
 		t.Errorf("the read created %s, want %s", sub, want)
 	}
-	ids := e.Publish(t, topic, n, 64, nil)
+	ids, takenIDs := e.Publish(t, topic, n, 64, nil), e.Publish(t, taken, n, 64, nil)
 	r.wait(t, 3*time.Minute)
 	if r.err != nil {
 		t.Fatalf("pipeline failed: %v", r.err)
 	}
 	wantAll(t, "the topic's subscription", bucket, sub, ids)
+	wantAll(t, "the subscription that existed", bucket, existing, takenIDs)
 	_, err := client.SubscriptionAdminClient.GetSubscription(context.Background(), &pubsubpb.GetSubscriptionRequest{Subscription: sub.String()})
 	if status.Code(err) != codes.NotFound {
 		t.Errorf("%s after the bounded read: %v, want NOT_FOUND (deleted)", sub, err)
+	}
+	if got := describe(t, client, existing); got.GetTopic() != taken.String() {
+		t.Errorf("%s after the bounded read is on %s, want it left on %s", existing, got.GetTopic(), taken)
 	}
 	if got := counter(r.res, "subscriptions_deleted"); got != 1 {
 		t.Errorf("subscriptions_deleted %d, want 1", got)
@@ -126,4 +133,23 @@ func awaitTopicSubscription(t *testing.T, client *pubsub.Client, topic pubsubio.
 			t.Fatalf("%s has no subscription a minute after the job started", topic)
 		}
 	}
+}
+
+// createSubscriptionNamed creates sub on topic as something other than a
+// read would, without labels, and deletes it when the test ends.
+func createSubscriptionNamed(t *testing.T, e *emulator.Emulator, client *pubsub.Client, sub pubsubio.Subscription, topic pubsubio.Topic) pubsubio.Subscription {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub.String(), Topic: topic.String()}); err != nil {
+		t.Fatalf("creating %s on %s: %v", sub, topic, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := client.SubscriptionAdminClient.DeleteSubscription(ctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: sub.String()}); err != nil {
+			t.Logf("deleting %s on %s: %v", sub, e.Endpoint, err)
+		}
+	})
+	return sub
 }

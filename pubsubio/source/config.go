@@ -105,9 +105,11 @@ type Config struct {
 	// prepare step creates a subscription of this read's own, named when
 	// the pipeline is built (TopicSubscriptions), so every worker and every
 	// resumed split agrees on it. It receives only what is published after
-	// the prepare step created it. A bounded read deletes these
-	// subscriptions once it finished; an unbounded one leaves them, to
-	// expire a day after their last reader stopped (README, Reading topics).
+	// the prepare step created it; one that already exists under that name
+	// is read from where it is. A bounded read
+	// deletes the subscriptions it created once it finished, and only
+	// those; an unbounded one leaves them, to expire a day after their last
+	// reader stopped (README, Reading topics).
 	Topics []model.Topic
 
 	// TopicSubscriptions names and configures the subscriptions the read
@@ -248,8 +250,9 @@ type Config struct {
 	Connection connection.Settings
 
 	// owned are the subscriptions created for Topics, once withDefaults
-	// moved them into Subscriptions: what a bounded read deletes when done.
-	owned []model.Subscription
+	// moved them into Subscriptions, and the label that marks those this
+	// read created: what a bounded read deletes when done.
+	owned ownedSubscriptions
 }
 
 // warnings explains settings that are valid but probably not meant; read

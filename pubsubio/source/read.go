@@ -77,7 +77,7 @@ func read(s beam.Scope, cfg Config) (beam.PCollection, beam.PCollection, error) 
 	// emits one element per split only once it succeeded; the reshuffle
 	// spreads the splits over workers and commits them, so no split reads
 	// before the prepare step is done.
-	prepared, err := beam.TryParDo(s, &prepareFn{Cfg: cfg, Splits: plan}, beam.Impulse(s))
+	prepared, err := beam.TryParDo(s, &prepareFn{Cfg: cfg, Splits: plan, Owned: cfg.owned}, beam.Impulse(s))
 	if err != nil {
 		return fail(fmt.Errorf("pubsubio.Read: %w", err))
 	}
@@ -92,7 +92,7 @@ func read(s beam.Scope, cfg Config) (beam.PCollection, beam.PCollection, error) 
 	if err != nil {
 		return fail(fmt.Errorf("pubsubio.Read: %w", err))
 	}
-	if cfg.bounded() && len(cfg.owned) > 0 {
+	if cfg.bounded() && len(cfg.owned.Subscriptions) > 0 {
 		deleteWhenDone(s, cfg, out[0])
 	}
 	return out[0], out[1], nil

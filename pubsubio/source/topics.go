@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
@@ -34,9 +36,12 @@ type TopicSubscriptionOptions struct {
 	// minimum) is used, so the subscription of a job that died does not
 	// outlive it by long; and MessageRetention, if unset, is then the TTL
 	// (Pub/Sub requires the TTL to be at least the retention). Labels are
-	// added to created-by=pubsubio, pubsubio-name=<Name> and, with the
+	// added to created-by=pubsubio, pubsubio-name=<Name>,
+	// pubsubio-read=<an ID generated at construction> and, with the
 	// --job_name flag, pubsubio-job=<job name>, so an operator can find
-	// them (README, Reading topics).
+	// them (README, Reading topics); those keys are reserved. A bounded
+	// read deletes only subscriptions carrying its own pubsubio-read label:
+	// one that already existed under the name is read and left.
 	Create SubscriptionCreateOptions
 }
 
@@ -44,13 +49,29 @@ type TopicSubscriptionOptions struct {
 // read creates for topics: Pub/Sub's minimum.
 const DefaultTopicSubscriptionTTL = minExpirationTTL
 
-// The labels every subscription created for a topic carries.
+// The labels every subscription created for a topic carries. labelRead's
+// value is generated once per construction: it marks the subscriptions
+// this read created, which are the only ones its cleanup deletes.
 const (
 	labelCreatedBy      = "created-by"
 	labelCreatedByValue = "pubsubio"
 	labelName           = "pubsubio-name"
 	labelJob            = "pubsubio-job"
+	labelRead           = "pubsubio-read"
 )
+
+// reservedLabels are the label keys the read sets itself.
+var reservedLabels = []string{labelCreatedBy, labelName, labelJob, labelRead}
+
+// ownedSubscriptions are the subscriptions a read creates for its topics,
+// in the order of Topics, and the value of labelRead it creates them with.
+// The prepare and cleanup steps get them as a field of their own (a
+// DoFn's Config travels without its unexported fields): the prepare step
+// checks each one's topic, and the cleanup deletes those that carry Label.
+type ownedSubscriptions struct {
+	Subscriptions []model.Subscription
+	Label         string
+}
 
 // generatedNamePrefix starts every generated TopicSubscriptions.Name.
 const generatedNamePrefix = "pubsubio-"
@@ -62,31 +83,33 @@ const maxSubscriptionID = 255
 // to Subscriptions and its creation to Setup, Topics cleared and the added
 // subscriptions in owned; or what is wrong with Topics and
 // TopicSubscriptions. It generates TopicSubscriptions.Name when it is
-// empty: this runs once per construction, and the name travels to the
-// workers inside the configuration.
+// empty, and the read's labelRead value: this runs once per construction,
+// and both travel to the workers inside the configuration.
 func (cfg Config) withTopics() (Config, []error) {
 	if len(cfg.Topics) == 0 {
-		if len(cfg.owned) == 0 && !cfg.TopicSubscriptions.isZero() {
+		if len(cfg.owned.Subscriptions) == 0 && !cfg.TopicSubscriptions.isZero() {
 			return cfg, []error{errors.New("TopicSubscriptions is set but Topics is empty, so it would configure nothing; add the topics to read, or drop it")}
 		}
 		return cfg, nil
 	}
 	o := &cfg.TopicSubscriptions
 	if o.Name == "" {
-		o.Name = generatedName()
+		o.Name = generatedNamePrefix + randomID()
 	}
-	o.Create = o.Create.withTopicDefaults(o.Name)
-	errs := cfg.validateTopics()
+	errs := reservedLabelErrors(o.Create.Labels)
+	label := randomID()
+	o.Create = o.Create.withTopicDefaults(o.Name, label)
+	errs = append(errs, cfg.validateTopics()...)
 	if len(errs) > 0 {
 		return cfg, errs
 	}
-	cfg.owned = cfg.topicSubscriptions()
+	cfg.owned = ownedSubscriptions{Subscriptions: cfg.topicSubscriptions(), Label: label}
 	setup := make([]SubscriptionSetup, len(cfg.Topics))
 	for i, t := range cfg.Topics {
-		setup[i] = SubscriptionSetup{Subscription: cfg.owned[i], Create: o.Create}
+		setup[i] = SubscriptionSetup{Subscription: cfg.owned.Subscriptions[i], Create: o.Create}
 		setup[i].Create.Topic = t
 	}
-	cfg.Subscriptions = slices.Concat(cfg.Subscriptions, cfg.owned)
+	cfg.Subscriptions = slices.Concat(cfg.Subscriptions, cfg.owned.Subscriptions)
 	cfg.Setup = slices.Concat(cfg.Setup, setup)
 	cfg.Topics = nil
 	return cfg, nil
@@ -149,36 +172,60 @@ func (cfg Config) validateTopics() []error {
 	return errs
 }
 
+// createdBy reports whether desc carries o's labelRead: whether this read
+// created it.
+func (o ownedSubscriptions) createdBy(desc *pubsubpb.Subscription) bool {
+	return o.Label != "" && desc.GetLabels()[labelRead] == o.Label
+}
+
 // isZero reports whether no option is set.
 func (o TopicSubscriptionOptions) isZero() bool { return o.Name == "" && o.Create.IsZero() }
 
+// reservedLabelErrors names each of labels, the user's
+// TopicSubscriptions.Create.Labels, whose key the read sets itself.
+func reservedLabelErrors(labels map[string]string) []error {
+	var errs []error
+	for _, k := range reservedLabels {
+		if v, ok := labels[k]; ok {
+			errs = append(errs, fmt.Errorf("TopicSubscriptions.Create.Labels[%q] = %q: the key is reserved, the read sets it on the subscriptions it creates "+
+				"(README, Reading topics; %s=<an ID of this read> is how a bounded read tells the subscriptions it may delete); use another key", k, text.Truncate(v, maxQuotedValue), labelRead))
+		}
+	}
+	return errs
+}
+
 // withTopicDefaults fills the options a read's own subscriptions get by
 // default: the shortest expiration Pub/Sub allows, a retention within it,
-// and the labels that say who made them.
-func (o SubscriptionCreateOptions) withTopicDefaults(name string) SubscriptionCreateOptions {
+// and the labels that say who made them; read is this construction's
+// labelRead value.
+func (o SubscriptionCreateOptions) withTopicDefaults(name, read string) SubscriptionCreateOptions {
 	if o.ExpirationTTL == 0 && !o.NeverExpire {
 		o.ExpirationTTL = DefaultTopicSubscriptionTTL
 	}
 	if o.MessageRetention == 0 && o.ExpirationTTL > 0 && o.ExpirationTTL < defaultSubscriptionRetain {
 		o.MessageRetention = max(o.ExpirationTTL, minSubscriptionRetain)
 	}
-	labels := map[string]string{labelCreatedBy: labelCreatedByValue, labelName: labelValue(name)}
+	labels := maps.Clone(o.Labels) // never the caller's map
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[labelCreatedBy] = labelCreatedByValue
+	labels[labelName] = labelValue(name)
+	labels[labelRead] = read
 	if job := flag.Lookup("job_name"); job != nil && job.Value.String() != "" {
 		labels[labelJob] = labelValue(job.Value.String())
 	}
-	maps.Copy(labels, o.Labels) // the user's win
 	o.Labels = labels
 	return o
 }
 
-// generatedName is a TopicSubscriptions.Name no other construction has
-// made: 10 random lowercase letters and digits (50 bits).
-func generatedName() string {
+// randomID is 10 random lowercase letters and digits (50 bits): no other
+// construction makes the same.
+func randomID() string {
 	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
 	var b [10]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
 	var s strings.Builder
-	s.WriteString(generatedNamePrefix)
 	for _, c := range b {
 		s.WriteByte(alphabet[c%32])
 	}

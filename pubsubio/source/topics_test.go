@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -51,7 +53,7 @@ func TestTopicsBecomeSubscriptionsOfTheRead(t *testing.T) {
 		model.SubscriptionOf("pubsubio-test", "nightly-orders"),
 		model.SubscriptionOf("other-project", "nightly-returns"),
 	}
-	if diff := cmp.Diff(wantOwned, cfg.owned); diff != "" {
+	if diff := cmp.Diff(wantOwned, cfg.owned.Subscriptions); diff != "" {
 		t.Errorf("owned subscriptions (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(append(testSubs(1), wantOwned...), cfg.Subscriptions); diff != "" {
@@ -60,7 +62,10 @@ func TestTopicsBecomeSubscriptionsOfTheRead(t *testing.T) {
 	if len(cfg.Topics) != 0 {
 		t.Errorf("Topics = %v after defaulting, want them moved into Subscriptions", cfg.Topics)
 	}
-	wantLabels := map[string]string{labelCreatedBy: labelCreatedByValue, labelName: "nightly", "team": "billing"}
+	if len(cfg.owned.Label) != 10 {
+		t.Errorf("the read's label %q, want 10 random characters", cfg.owned.Label)
+	}
+	wantLabels := map[string]string{labelCreatedBy: labelCreatedByValue, labelName: "nightly", labelRead: cfg.owned.Label, "team": "billing"}
 	for i, topic := range []model.Topic{ordersTopic, returnsTopic} {
 		setup := cfg.setupFor(wantOwned[i])
 		c := setup.Create
@@ -81,23 +86,52 @@ func TestTopicsBecomeSubscriptionsOfTheRead(t *testing.T) {
 }
 
 // Without a name, each construction generates one, which then travels in
-// the configuration: two constructions never share subscriptions.
+// the configuration: two constructions never share subscriptions. With
+// one, they share the subscriptions' names but not the label that marks
+// what each created.
 func TestTopicSubscriptionNameGeneratedPerConstruction(t *testing.T) {
-	build := func() Config {
-		return testConfig(t, func(c *Config) { c.Subscriptions, c.Topics = nil, []model.Topic{ordersTopic} })
+	build := func(name string) Config {
+		return testConfig(t, func(c *Config) {
+			c.Subscriptions, c.Topics, c.TopicSubscriptions.Name = nil, []model.Topic{ordersTopic}, name
+		})
 	}
-	a, b := build(), build()
-	if a.owned[0] == b.owned[0] {
-		t.Errorf("two constructions both read %s; want a subscription each", a.owned[0])
+	a, b := build(""), build("")
+	if a.owned.Subscriptions[0] == b.owned.Subscriptions[0] {
+		t.Errorf("two constructions both read %s; want a subscription each", a.owned.Subscriptions[0])
 	}
 	for _, cfg := range []Config{a, b} {
-		name := cfg.TopicSubscriptions.Name
-		if !strings.HasPrefix(name, generatedNamePrefix) || len(name) != len(generatedNamePrefix)+10 || cfg.owned[0].ID != name+"-orders" {
-			t.Errorf("generated name %q, subscription %s; want %s and 10 characters, then -orders", name, cfg.owned[0], generatedNamePrefix)
+		name, sub := cfg.TopicSubscriptions.Name, cfg.owned.Subscriptions[0]
+		if !strings.HasPrefix(name, generatedNamePrefix) || len(name) != len(generatedNamePrefix)+10 || sub.ID != name+"-orders" {
+			t.Errorf("generated name %q, subscription %s; want %s and 10 characters, then -orders", name, sub, generatedNamePrefix)
 		}
-		if got := cfg.setupFor(cfg.owned[0]).Create.Labels[labelName]; got != name {
-			t.Errorf("label %s = %q, want the generated name %q", labelName, got, name)
+		if got := cfg.setupFor(sub).Create.Labels; got[labelName] != name || got[labelRead] != cfg.owned.Label {
+			t.Errorf("labels %v, want %s the generated name %q and %s the read's %q", got, labelName, name, labelRead, cfg.owned.Label)
 		}
+	}
+	c, d := build("nightly"), build("nightly")
+	if c.owned.Subscriptions[0] != d.owned.Subscriptions[0] || c.owned.Label == d.owned.Label {
+		t.Errorf("two constructions named nightly: %v and %v; want the same subscription, each with a label of its own", c.owned, d.owned)
+	}
+}
+
+// The label keys the read sets itself are refused in the user's labels,
+// each named: a user's pubsubio-read would let a bounded read delete what
+// another created.
+func TestTopicSubscriptionReservedLabelsRefused(t *testing.T) {
+	cfg := validConfig()
+	cfg.Topics = []model.Topic{ordersTopic}
+	cfg.TopicSubscriptions.Create.Labels = map[string]string{labelRead: "abc", labelCreatedBy: "me", "team": "billing"}
+	_, err := cfg.withDefaults()
+	if !errors.Is(err, construct.ErrInvalidConfig) {
+		t.Fatalf("withDefaults: %v, want ErrInvalidConfig", err)
+	}
+	for _, want := range []string{`TopicSubscriptions.Create.Labels["pubsubio-read"] = "abc": the key is reserved`, `Labels["created-by"] = "me"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not contain %q:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "team") {
+		t.Errorf("the error names the label team, which is the user's to set:\n%v", err)
 	}
 }
 
@@ -112,31 +146,54 @@ func TestTopicErrorSaidOnce(t *testing.T) {
 	}
 }
 
-// The delete step removes every owned subscription, counting one already
-// gone as removed, and a failure is logged, not fatal: the read is done.
+// The delete step removes every subscription of the read's own that
+// carries its label, counting one already gone as removed, and leaves one
+// without it (made by someone else under the same name); a failure is
+// counted and logged, not fatal: the read is done.
 func TestDeleteOwnedSubscriptions(t *testing.T) {
-	owned := []model.Subscription{
-		model.SubscriptionOf("pubsubio-test", "nightly-orders"),
-		model.SubscriptionOf("pubsubio-test", "nightly-gone"),
-		model.SubscriptionOf("pubsubio-test", "nightly-denied"),
+	sub := func(id string) model.Subscription { return model.SubscriptionOf("pubsubio-test", "nightly-"+id) }
+	created, gone, denied, foreign, another := sub("orders"), sub("gone"), sub("denied"), sub("foreign"), sub("another")
+	owned := ownedSubscriptions{Subscriptions: []model.Subscription{created, gone, denied, foreign, another}, Label: "thisread00"}
+	labelled := func(value string) func(*pubsubpb.Subscription) {
+		return func(s *pubsubpb.Subscription) { s.Labels = map[string]string{labelRead: value} }
 	}
-	adm := newFakeAdmin(existingSub(owned[0], nil), existingSub(owned[2], nil))
-	adm.errs["delete "+owned[2].String()] = status.Error(codes.PermissionDenied, "denied")
+	adm := newFakeAdmin(existingSub(created, labelled(owned.Label)), existingSub(denied, labelled(owned.Label)),
+		existingSub(foreign, nil), existingSub(another, labelled("otherread0")))
+	adm.errs["delete "+denied.String()] = status.Error(codes.PermissionDenied, "denied")
 	useAdmin(t, adm)
-	(&deleteOwnedFn{Owned: owned}).ProcessElement(context.Background(), 42)
-	want := []string{"delete " + owned[0].String(), "delete " + owned[1].String(), "delete " + owned[2].String()}
+	ctx := bundleContext()
+	(&deleteOwnedFn{Owned: owned}).ProcessElement(ctx, 42)
+	want := []string{
+		"get " + created.String(), "delete " + created.String(),
+		"get " + gone.String(),
+		"get " + denied.String(), "delete " + denied.String(),
+		"get " + foreign.String(), "get " + another.String(),
+	}
 	if diff := cmp.Diff(want, adm.calls()); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}
-	if _, err := adm.getSubscription(context.Background(), owned[0].String()); status.Code(err) != codes.NotFound {
-		t.Errorf("%s after the delete step: %v, want NOT_FOUND", owned[0], err)
+	if _, err := adm.getSubscription(context.Background(), created.String()); status.Code(err) != codes.NotFound {
+		t.Errorf("%s after the delete step: %v, want NOT_FOUND", created, err)
+	}
+	for _, s := range []model.Subscription{foreign, another} {
+		if _, err := adm.getSubscription(context.Background(), s.String()); err != nil {
+			t.Errorf("%s, which the read did not create, after the delete step: %v; want it left in place", s, err)
+		}
 	}
 	if adm.closed != 1 {
 		t.Errorf("admin closed %d times, want 1", adm.closed)
 	}
+	if got, want := counterSums(t, ctx), map[string]int64{"subscriptions_deleted": 2, "subscription_deletes_failed": 1}; !cmp.Equal(got, want) {
+		t.Errorf("counters %v, want %v", got, want)
+	}
 
+	// Without a client, every subscription is a failure, counted.
 	useAdminError(t, errors.New("no connection"))
-	(&deleteOwnedFn{Owned: owned}).ProcessElement(context.Background(), 0)
+	ctx = bundleContext()
+	(&deleteOwnedFn{Owned: owned}).ProcessElement(ctx, 0)
+	if got, want := counterSums(t, ctx), map[string]int64{"subscription_deletes_failed": 5}; !cmp.Equal(got, want) {
+		t.Errorf("counters without a client %v, want %v", got, want)
+	}
 }
 
 // useAdminError makes building the admin fail for the rest of the test.
