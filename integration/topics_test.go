@@ -63,6 +63,27 @@ func TestReadTopicBoundedDeletesItsSubscription(t *testing.T) {
 	}
 }
 
+// A read whose own subscription for a topic exists on another topic fails
+// at prepare, naming both topics, and leaves that subscription alone.
+func TestReadTopicSubscriptionOnAnotherTopicFails(t *testing.T) {
+	e := emulator.Require(t)
+	client := e.Client(t)
+	topic, elsewhere := e.CreateTopic(t, "topic-asked"), e.CreateTopic(t, "topic-elsewhere")
+	name := fmt.Sprintf("clash-%d", os.Getpid())
+	clash := createSubscriptionNamed(t, e, client, pubsubio.SubscriptionOf(e.Project, name+"-"+topic.ID), elsewhere)
+	p, _ := readInto(t, pubsubio.ReadConfig{
+		Topics:             []pubsubio.Topic{topic},
+		TopicSubscriptions: pubsubio.TopicSubscriptionOptions{Name: name},
+		IdleTimeout:        5 * time.Second,
+		Connection:         pubsubio.Connection{EmulatorEndpoint: e.Endpoint},
+	}, nil)
+	err := runFails(t, p)
+	wantInError(t, err, clash.String(), fmt.Sprintf("it is on topic %q", elsewhere.String()), "for topic "+topic.String())
+	if got := describe(t, client, clash); got.GetTopic() != elsewhere.String() {
+		t.Errorf("%s after the failed read is on %s, want it left on %s", clash, got.GetTopic(), elsewhere)
+	}
+}
+
 // An unbounded read of a topic creates a subscription of its own with a
 // generated name, labelled and expiring a day after its last reader went
 // away, and leaves it when the job stops.

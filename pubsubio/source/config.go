@@ -106,7 +106,7 @@ type Config struct {
 	// the pipeline is built (TopicSubscriptions), so every worker and every
 	// resumed split agrees on it. It receives only what is published after
 	// the prepare step created it; one that already exists under that name
-	// is read from where it is. A bounded read
+	// must be on the topic, and is read from where it is. A bounded read
 	// deletes the subscriptions it created once it finished, and only
 	// those; an unbounded one leaves them, to expire a day after their last
 	// reader stopped (README, Reading topics).

@@ -172,6 +172,28 @@ func (cfg Config) validateTopics() []error {
 	return errs
 }
 
+// wrongTopic returns why desc, the live subscription name, cannot be this
+// read's subscription for its topic: it receives another topic's messages,
+// or none (its topic was deleted: Pub/Sub then reports "_deleted-topic_").
+// It returns nil when name is not one of the read's topic subscriptions,
+// or is on the topic the read creates it for.
+func (cfg Config) wrongTopic(name string, desc *pubsubpb.Subscription) error {
+	for _, sub := range cfg.owned.Subscriptions {
+		if sub.String() != name {
+			continue
+		}
+		want := cfg.setupFor(sub).Create.Topic
+		if desc.GetTopic() == want.String() {
+			return nil
+		}
+		return fmt.Errorf("subscription %s cannot be read: it is on topic %q, but this read names its subscription for topic %s so (TopicSubscriptions.Name %q, then the topic's ID): "+
+			"it is not a subscription of that topic, and reading it would read another topic's messages, or none if its topic was deleted; "+
+			"give the read another TopicSubscriptions.Name, or delete the subscription",
+			name, desc.GetTopic(), want, cfg.TopicSubscriptions.Name)
+	}
+	return nil
+}
+
 // createdBy reports whether desc carries o's labelRead: whether this read
 // created it.
 func (o ownedSubscriptions) createdBy(desc *pubsubpb.Subscription) bool {
