@@ -136,6 +136,21 @@ func connection(option string, c pubsubio.Connection) rejection {
 }
 
 // directRunner builds a valid read while --runner is "direct".
+// sharedTopicSubscription builds two reads of one pipeline with the same
+// TopicSubscriptions.Name and topic.
+func sharedTopicSubscription() rejection {
+	return rejection{"Read", "TopicSubscriptions.Name and topic of another read of the pipeline", func(s beam.Scope) error {
+		cfg := readCfg(func(c *pubsubio.ReadConfig) {
+			c.Subscriptions, c.Topics, c.TopicSubscriptions.Name = nil, []pubsubio.Topic{goodTopic}, "nightly"
+		})
+		if _, err := pubsubio.TryRead(s, cfg); err != nil {
+			return fmt.Errorf("test setup: the first read: %w", err)
+		}
+		_, err := pubsubio.TryRead(s, cfg)
+		return err
+	}}
+}
+
 func directRunner() rejection {
 	return rejection{"Read", "--runner=direct", func(s beam.Scope) error {
 		f := flag.Lookup("runner")
@@ -224,6 +239,10 @@ func rejections() []rejection {
 		read("TopicSubscriptions.Create.ExpirationTTL under a day", func(c *pubsubio.ReadConfig) {
 			c.Topics, c.TopicSubscriptions.Create.ExpirationTTL = []pubsubio.Topic{goodTopic}, time.Hour
 		}),
+		read("TopicSubscriptions.Create.Labels: a key the read sets", func(c *pubsubio.ReadConfig) {
+			c.Topics, c.TopicSubscriptions.Create.Labels = []pubsubio.Topic{goodTopic}, map[string]string{"pubsubio-read": "mine"}
+		}),
+		sharedTopicSubscription(),
 
 		read("Setup: bad subscription", func(c *pubsubio.ReadConfig) {
 			c.Setup = []pubsubio.SubscriptionSetup{{Subscription: pubsubio.SubscriptionOf("my-project", "ab")}}

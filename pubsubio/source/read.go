@@ -71,6 +71,9 @@ func read(s beam.Scope, cfg Config) (beam.PCollection, beam.PCollection, error) 
 		log.Warn(context.Background(), w)
 	}
 	s = s.Scope("pubsubio.Read")
+	if err := claimSubscriptions(s, cfg); err != nil {
+		return fail(err)
+	}
 	plan := planSplits(cfg.Subscriptions, cfg.Ordering, cfg.Splits)
 
 	// The prepare step (describe, check, create, seek) runs once per job and
