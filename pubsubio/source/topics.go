@@ -148,12 +148,13 @@ func (cfg Config) validateTopics() []error {
 			continue
 		}
 		sub := topicSubscription(o.Name, t)
+		invalid := sub.Validate()
 		switch {
 		case len(sub.ID) > maxSubscriptionID:
 			bad("Topics[%d]: its subscription ID %q would be %d characters, over Pub/Sub's %d; shorten TopicSubscriptions.Name", i, text.Truncate(sub.ID, maxQuotedValue), len(sub.ID), maxSubscriptionID)
 			continue
-		case sub.Validate() != nil:
-			bad("TopicSubscriptions.Name %q does not make a valid subscription name for %s: %w", text.Truncate(o.Name, maxQuotedValue), t, sub.Validate())
+		case invalid != nil:
+			bad("TopicSubscriptions.Name %q does not make a valid subscription name for %s: %w", text.Truncate(o.Name, maxQuotedValue), t, invalid)
 			continue
 		case listed[sub]:
 			bad("Topics[%d]: its subscription %s is also listed in Subscriptions; read it one way only", i, sub)
