@@ -28,6 +28,7 @@ func init() {
 	register.Function2x1(unmarshalMessageFn)
 	register.Function2x1(marshalMessageFn)
 	register.Function2x0(wrapInMessage)
+	register.Emitter1[[]byte]()
 	register.Emitter1[*pubsubpb.PubsubMessage]()
 }
 
