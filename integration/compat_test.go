@@ -13,6 +13,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/pubsubio/beam-pubsubio/integration/collect"
 	"github.com/pubsubio/beam-pubsubio/integration/emulator"
@@ -151,5 +153,22 @@ func TestDropInWriteBothElementTypes(t *testing.T) {
 				t.Errorf("%s: message %q arrived with ordering key %q and attributes %v; want %q and kind=%q", sub, data, m.OrderingKey, m.Attributes, wantKey, wantKind)
 			}
 		}
+	}
+}
+
+// Write to a topic that does not exist fails the job naming it, as Beam's
+// writer does, and does not create it.
+func TestDropInWriteMissingTopicFails(t *testing.T) {
+	e := emulator.Require(t)
+	useEmulatorFlag(t, e)
+	client := e.Client(t)
+	topic := missingTopic(t, e, "dropin-missing")
+	p, s := beam.NewPipelineWithRoot()
+	compat.Write(s, e.Project, topic.ID, beam.Create(s, []byte("a"), []byte("b")))
+	err := runFails(t, p)
+	wantInError(t, err, topic.String(), "does not exist")
+	_, err = client.TopicAdminClient.GetTopic(context.Background(), &pubsubpb.GetTopicRequest{Topic: topic.String()})
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("%s after the failed write: %v, want NOT_FOUND (never created)", topic, err)
 	}
 }

@@ -229,7 +229,7 @@ func runFails(t *testing.T, p *beam.Pipeline) error {
 	defer cancel()
 	err := beamx.Run(ctx, p)
 	if err == nil {
-		t.Fatal("the pipeline succeeded; want its prepare step to fail it")
+		t.Fatal("the pipeline succeeded; want it to fail")
 	}
 	if ctx.Err() != nil {
 		t.Fatalf("the job ran until the test's deadline instead of failing: %v", err)

@@ -56,6 +56,9 @@ func writePortable(s beam.Scope, project, topic string, col beam.PCollection, co
 	_, err := sink.TryWrite(s, sink.Config{
 		Topic:      model.TopicOf(project, topic),
 		Connection: conn,
+		// Beam's writer never creates a topic: a missing one fails the
+		// bundle, naming it, rather than appear under a typo's name.
+		CreateDisposition: sink.CreateNever,
 		// Beam's messages may carry ordering keys, which the writer
 		// publishes in order only with ordering enabled.
 		Publisher: sink.PublisherOptions{EnableMessageOrdering: true},

@@ -54,9 +54,10 @@ var pubSubMessageT = reflect.TypeOf((*pubsubpb.PubsubMessage)(nil))
 // When given []bytes, they are first wrapped in PubSubMessages.
 //
 // Here it runs on every runner, in batch pipelines too, and a bundle
-// commits only once Pub/Sub confirmed its messages; a topic that does not
-// exist is created. It panics on a configuration pubsubio refuses, naming
-// the option.
+// commits only once Pub/Sub confirmed its messages; as with Beam's
+// package, a topic that does not exist is not created: the bundle fails,
+// naming it. It panics on a configuration pubsubio refuses, naming the
+// option.
 func Write(s beam.Scope, project, topic string, col beam.PCollection) {
 	s = s.Scope("pubsubio.Write")
 	if t := col.Type().Type(); t != reflectx.ByteSlice && t != pubSubMessageT {
