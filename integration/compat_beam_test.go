@@ -45,6 +45,9 @@ func goCommand(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("go", args...)
 	cmd.Dir = dir
+	// Only the module in dir decides what is built: no workspace, no
+	// flags from the environment, no other toolchain.
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=", "GOTOOLCHAIN=local")
 	out, err := cmd.Output()
 	if err != nil {
 		stderr := ""
@@ -151,18 +154,30 @@ func main() {
 }
 `
 
+// beamsGenproto is the google.golang.org/genproto version Beam's go.mod
+// requires, and beamsGenprotoSums its go.sum lines: buildWithBeams builds
+// with them and verifies nothing else.
+const beamsGenproto = "v0.0.0-20260715232425-e75dac1f907d"
+
+var beamsGenprotoSums = []string{
+	"google.golang.org/genproto " + beamsGenproto + " h1:C9v1o0/4quuhOAfmRXA2j+we0PqZIp8traLdeogF3Ms=",
+	"google.golang.org/genproto " + beamsGenproto + "/go.mod h1:Wz2wFJntZFmLGo7pLDXZ3wYk5hyc0Mb+SkHhDDXT+lU=",
+}
+
 // buildWithBeams builds src, which imports Beam's io/pubsubio, in a module
-// of its own: this module's requirements, with google.golang.org/genproto
-// at the version Beam requires. Beam's package names its message type
-// through genproto's googleapis/pubsub/v1, which the genproto version
-// this module needs (for cloud.google.com/go/pubsub/v2) no longer has, so
-// Beam's package does not compile in this module, nor in a user's that
-// adds it.
+// of its own: this module's requirements and sums, with
+// google.golang.org/genproto at the version Beam requires (pinned above).
+// Beam's package names its message type through genproto's
+// googleapis/pubsub/v1, which the genproto version this module needs (for
+// cloud.google.com/go/pubsub/v2) no longer has, so Beam's package does not
+// compile in this module, nor in a user's that adds it. The build is
+// read-only: it may download the pinned versions, and fails rather than
+// resolve anything else.
 func buildWithBeams(t *testing.T, src string) string {
 	t.Helper()
 	genproto := regexp.MustCompile(`(?m)^\s*google\.golang\.org/genproto (v\S+)`).FindStringSubmatch(beamFile(t, "go.mod"))
-	if genproto == nil {
-		t.Fatal("Beam's go.mod requires no google.golang.org/genproto version")
+	if genproto == nil || genproto[1] != beamsGenproto {
+		t.Fatalf("Beam's go.mod requires google.golang.org/genproto %v, not the pinned %s: update beamsGenproto and its sums (go mod download -json google.golang.org/genproto@VERSION)", genproto, beamsGenproto)
 	}
 	root := filepath.Dir(goCommand(t, ".", "env", "GOMOD"))
 	dir := t.TempDir()
@@ -171,18 +186,19 @@ func buildWithBeams(t *testing.T, src string) string {
 		t.Fatal(err)
 	}
 	mod = regexp.MustCompile(`(?m)^module .*$`).ReplaceAll(mod, []byte("module beamsdryrun"))
-	mod = append(mod, "\nreplace google.golang.org/genproto => google.golang.org/genproto "+genproto[1]+"\n"...)
+	mod = append(mod, "\nreplace google.golang.org/genproto => google.golang.org/genproto "+beamsGenproto+"\n"...)
 	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	sum = append(sum, strings.Join(beamsGenprotoSums, "\n")+"\n"...)
 	for name, content := range map[string][]byte{"go.mod": mod, "go.sum": sum, "main.go": []byte(src)} {
 		if err := os.WriteFile(filepath.Join(dir, name), content, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	start := time.Now()
-	goCommand(t, dir, "build", "-mod=mod", "-o", "beams", ".")
+	goCommand(t, dir, "build", "-mod=readonly", "-o", "beams", ".")
 	t.Logf("built the program with Beam's io/pubsubio in %v", time.Since(start).Round(time.Millisecond))
 	return filepath.Join(dir, "beams")
 }

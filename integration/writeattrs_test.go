@@ -18,21 +18,23 @@ import (
 )
 
 func init() {
-	register.Function2x0(atSecond)
+	register.DoFn2x0[int, func(beam.EventTime, pubsubio.Message)](&atSecondFn{})
+	register.Emitter2[beam.EventTime, pubsubio.Message]()
 	register.Function2x1(payloadAtEventTime)
 	register.Function1x1(elementIDOf)
 }
 
-// roundTripBase is the event time of element 0, set when the test
-// starts; element i is i seconds later. Recent on purpose: the read's
-// watermark follows the clock when its subscription is idle, and
+// atSecondFn emits element i as a message at BaseMillis + i seconds.
+// BaseMillis, the event time of element 0, is recent on purpose: the
+// read's watermark follows the clock when its subscription is idle, and
 // Deduplicate in event time forgets a key once the watermark passes its
 // event time plus the horizon.
-var roundTripBase time.Time
+type atSecondFn struct {
+	BaseMillis int64
+}
 
-// atSecond emits element i as a message at roundTripBase + i seconds.
-func atSecond(i int, emit func(beam.EventTime, pubsubio.Message)) {
-	emit(mtime.FromTime(roundTripBase.Add(time.Duration(i)*time.Second)), pubsubio.Message{Data: []byte(strconv.Itoa(i))})
+func (fn *atSecondFn) ProcessElement(i int, emit func(beam.EventTime, pubsubio.Message)) {
+	emit(mtime.FromMilliseconds(fn.BaseMillis+int64(i)*1000), pubsubio.Message{Data: []byte(strconv.Itoa(i))})
 }
 
 // payloadAtEventTime says what a message holds and when it happened.
@@ -51,7 +53,7 @@ func TestWriteAttributesRoundTrip(t *testing.T) {
 	topic := e.CreateTopic(t, "write-attrs")
 	sub := e.CreateSubscription(t, topic, "write-attrs", 0)
 	conn := pubsubio.Connection{EmulatorEndpoint: e.Endpoint}
-	roundTripBase = time.Now().Truncate(time.Second)
+	base := time.Now().Truncate(time.Second)
 	const n = 50
 	elements := make([]int, n)
 	for i := range elements {
@@ -59,7 +61,7 @@ func TestWriteAttributesRoundTrip(t *testing.T) {
 	}
 	for run := 1; run <= 2; run++ {
 		p, s := beam.NewPipelineWithRoot()
-		msgs := beam.ParDo(s, atSecond, beam.CreateList(s, elements))
+		msgs := beam.ParDo(s, &atSecondFn{BaseMillis: base.UnixMilli()}, beam.CreateList(s, elements))
 		pubsubio.Write(s, pubsubio.WriteConfig{Topic: topic, TimestampAttribute: "event_ms", IDAttribute: "element_id", Connection: conn}, msgs)
 		if err := beamx.Run(context.Background(), p); err != nil {
 			t.Fatalf("write run %d failed: %v", run, err)
@@ -95,7 +97,7 @@ func TestWriteAttributesRoundTrip(t *testing.T) {
 	}
 	got := tally(t, once)
 	for i := range n {
-		want := fmt.Sprintf("%d@%d", i, roundTripBase.Add(time.Duration(i)*time.Second).UnixMilli())
+		want := fmt.Sprintf("%d@%d", i, base.Add(time.Duration(i)*time.Second).UnixMilli())
 		if got[want] != 1 {
 			t.Errorf("%s emitted %d times after Deduplicate, want once", want, got[want])
 		}
