@@ -227,13 +227,14 @@ func TestCrashWorkerKilledPrismKept(t *testing.T) {
 // One failed bundle (the transform returns an error for the first message
 // the worker sees): Prism does not retry the bundle, it fails the job; the
 // failed bundle's messages are given back, and a resubmission delivers
-// every one.
+// every one; through Deduplicate, every input comes out once.
 func TestCrashFailedBundleFailsPrismJob(t *testing.T) {
 	e := emulator.Require(t)
 	n := crash.EnvInt(t, crash.EnvMessages, crash.DefaultMessages)
 	bin := crash.BuildPipeline(t)
 	prism := startPrism(t)
 	c := crash.NewTopology(t, e, "crash-failbundle", n, nil)
+	kept := c.KeepOutput(t)
 
 	start := time.Now()
 	known := prism.knownJobs(t)
@@ -257,4 +258,6 @@ func TestCrashFailedBundleFailsPrismJob(t *testing.T) {
 	}
 	runs := c.Complete(t, bin, prism.runnerArgs()...)
 	c.Verify(t, "failed-bundle", 0, 0, runs, time.Since(start))
+	c.RepublishOutputs(t, republished)
+	verifyDeduplicated(t, e, kept, c.InputIDs(), republished)
 }
