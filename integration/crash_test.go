@@ -26,6 +26,9 @@ const (
 	// crashBufferLimit bounds the wait for a stalled process to receive the
 	// whole backlog: the emulator carries about 1,900 msg/s per stream.
 	crashBufferLimit = 5 * time.Minute
+	// republished is how many input IDs get a second output copy before
+	// the deduplicated read of the whole-process loop's output.
+	republished = 20
 )
 
 // killPoint is where one SIGKILL lands: a delay after the process started
@@ -60,6 +63,7 @@ func TestCrashLoopWholeProcessKilled(t *testing.T) {
 	r, seed := crash.Rand(t)
 	bin := crash.BuildPipeline(t)
 	c := crash.NewTopology(t, e, "crash-loop", n, nil)
+	kept := c.KeepOutput(t)
 
 	start := time.Now()
 	for k := 0; k < kills; k++ {
@@ -87,6 +91,8 @@ func TestCrashLoopWholeProcessKilled(t *testing.T) {
 	}
 	runs := c.Complete(t, bin)
 	c.Verify(t, "whole-process", seed, kills, runs, time.Since(start))
+	c.RepublishOutputs(t, republished)
+	verifyDeduplicated(t, e, kept, c.InputIDs(), republished)
 }
 
 // The kill lands when the process holds the whole backlog: the transform

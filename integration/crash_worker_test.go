@@ -229,7 +229,7 @@ func TestCrashWorkerKilledPrismKept(t *testing.T) {
 // One failed bundle (the transform returns an error for the first message
 // the worker sees): Prism does not retry the bundle, it fails the job; the
 // failed bundle's messages are given back, and a resubmission delivers
-// every one.
+// every one; through Deduplicate, every input comes out once.
 func TestCrashFailedBundleFailsPrismJob(t *testing.T) {
 	t.Parallel() // mostly waiting for the emulator's redeliveries, on topics of its own
 	e := emulator.Require(t)
@@ -237,6 +237,7 @@ func TestCrashFailedBundleFailsPrismJob(t *testing.T) {
 	bin := crash.BuildPipeline(t)
 	prism := startPrism(t)
 	c := crash.NewTopology(t, e, "crash-failbundle", n, nil)
+	kept := c.KeepOutput(t)
 
 	start := time.Now()
 	known := prism.knownJobs(t)
@@ -260,4 +261,6 @@ func TestCrashFailedBundleFailsPrismJob(t *testing.T) {
 	}
 	runs := c.Complete(t, bin, prism.runnerArgs()...)
 	c.Verify(t, "failed-bundle", 0, 0, runs, time.Since(start))
+	c.RepublishOutputs(t, republished)
+	verifyDeduplicated(t, e, kept, c.InputIDs(), republished)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/pubsubio/beam-pubsubio/integration/collect"
 	"github.com/pubsubio/beam-pubsubio/integration/emulator"
 	"github.com/pubsubio/beam-pubsubio/integration/faultproxy"
+	"github.com/pubsubio/beam-pubsubio/integration/sample"
 	"github.com/pubsubio/beam-pubsubio/pubsubio"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
 )
@@ -176,12 +178,13 @@ type pipelineRun struct {
 	err    error
 	start  time.Time
 	took   time.Duration
+	before []string // the jobs running when it started (runningJobs)
 }
 
 // runInBackground runs p with metrics, bounded by timeout.
 func runInBackground(p *beam.Pipeline, timeout time.Duration) *pipelineRun {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	r := &pipelineRun{done: make(chan struct{}), cancel: cancel, start: time.Now()}
+	r := &pipelineRun{done: make(chan struct{}), cancel: cancel, start: time.Now(), before: runningJobs()}
 	go func() {
 		defer close(r.done)
 		defer cancel()
@@ -189,6 +192,87 @@ func runInBackground(p *beam.Pipeline, timeout time.Duration) *pipelineRun {
 		r.took = time.Since(r.start)
 	}()
 	return r
+}
+
+// runningJobs returns the IDs of the jobs running on this process's Prism
+// job server: none before a pipeline started the server.
+func runningJobs() []string {
+	jobs, err := sample.ConnectJobs()
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = jobs.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ids, _ := jobs.Running(ctx)
+	return ids
+}
+
+// findJob returns the job that is running now and was not in before
+// (runningJobs, taken before it started), with a connection to the job
+// server; nil and "" until there is exactly one such job.
+func findJob(before []string) (*sample.Jobs, string) {
+	jobs, err := sample.ConnectJobs()
+	if err != nil {
+		return nil, "" // the runner has not started its server yet
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	running, err := jobs.Running(ctx)
+	var fresh []string
+	for _, id := range running {
+		if !slices.Contains(before, id) {
+			fresh = append(fresh, id)
+		}
+	}
+	if err != nil || len(fresh) != 1 {
+		_ = jobs.Close()
+		return nil, ""
+	}
+	return jobs, fresh[0]
+}
+
+// awaitCounter waits until the pubsubio counter name of r's job reaches n,
+// as the job server sums it from the job's finished bundles while it
+// runs, and fails the test with the last value seen if timeout passes or
+// the job ends first.
+func awaitCounter(t *testing.T, r *pipelineRun, name string, n int64, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var jobs *sample.Jobs
+	var job string
+	defer func() {
+		if jobs != nil {
+			_ = jobs.Close()
+		}
+	}()
+	var got int64
+	for {
+		if job == "" {
+			jobs, job = findJob(r.before)
+		}
+		if job != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			m, err := jobs.Metrics(ctx, job, "pubsubio")
+			cancel()
+			if err != nil {
+				t.Logf("metrics of job %s: %v", job, err)
+			}
+			if got = m[name]; got >= n {
+				return
+			}
+		}
+		select {
+		case <-r.done:
+			t.Fatalf("the job ended (after %v: %v) with %s at %d, before it reached %d", r.took, r.err, name, got, n)
+		case <-tick.C:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s of job %q is %d after %v, want %d", name, job, got, timeout, n)
+		}
+	}
 }
 
 // wait returns once the job ended, failing the test if it outlives budget.
@@ -229,7 +313,7 @@ func runFails(t *testing.T, p *beam.Pipeline) error {
 	defer cancel()
 	err := beamx.Run(ctx, p)
 	if err == nil {
-		t.Fatal("the pipeline succeeded; want its prepare step to fail it")
+		t.Fatal("the pipeline succeeded; want it to fail")
 	}
 	if ctx.Err() != nil {
 		t.Fatalf("the job ran until the test's deadline instead of failing: %v", err)

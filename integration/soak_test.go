@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,11 +112,7 @@ func TestSoakReadWrite(t *testing.T) {
 		Connection: pubsubio.Connection{EmulatorEndpoint: e.Endpoint},
 	}, msgs)
 
-	var before []string
-	if jobs, err := sample.ConnectJobs(); err == nil { // a job server exists when an earlier test ran a pipeline
-		before, _ = jobs.Running(context.Background())
-		_ = jobs.Close()
-	}
+	before := runningJobs()
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	runDone := make(chan error, 1)
 	go func() { runDone <- beamx.Run(runCtx, p) }()
@@ -167,7 +162,7 @@ func TestSoakReadWrite(t *testing.T) {
 		add("rss", float64(mem.RSS))
 		add("goroutines", float64(sample.Goroutines()))
 		if jobID == "" {
-			jobs, jobID = soakFindJob(t, before)
+			jobs, jobID = findJob(before)
 		}
 		line := fmt.Sprintf("SOAK-SAMPLE t=%ds rss=%.1fMiB goroutines=%d published=%d arrived=%d",
 			int(at.Seconds()), float64(mem.RSS)/sample.MiB, sample.Goroutines(), published.Load(), arrivals.distinct())
@@ -225,30 +220,6 @@ func TestSoakReadWrite(t *testing.T) {
 	if len(series["buffered_messages"]) == 0 {
 		t.Errorf("no gauge of the connector was sampled from the running job (job %q)", jobID)
 	}
-}
-
-// soakFindJob returns the job that is running now and was not before the
-// soak started, once there is exactly one such job.
-func soakFindJob(t *testing.T, before []string) (*sample.Jobs, string) {
-	t.Helper()
-	jobs, err := sample.ConnectJobs()
-	if err != nil {
-		return nil, "" // the runner has not started its server yet
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	running, err := jobs.Running(ctx)
-	var fresh []string
-	for _, id := range running {
-		if !slices.Contains(before, id) {
-			fresh = append(fresh, id)
-		}
-	}
-	if err != nil || len(fresh) != 1 {
-		_ = jobs.Close()
-		return nil, ""
-	}
-	return jobs, fresh[0]
 }
 
 // soakPublish publishes soakRate messages a second to topic in batches on a

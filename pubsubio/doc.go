@@ -1,7 +1,8 @@
 // Package pubsubio is native Google Cloud Pub/Sub I/O for Apache Beam Go
 // pipelines that runs on every portable runner (Prism, Dataflow, Flink).
 //
-// Read returns the messages of one or more subscriptions and acks each one
+// Read returns the messages of one or more subscriptions, or of topics
+// through subscriptions of its own (ReadConfig.Topics), and acks each one
 // only after the runner has committed the bundle that emitted it, so a crash
 // or a failed bundle loses nothing: Pub/Sub redelivers (at-least-once).
 // A message whose payload does not hold the read's Format follows its
@@ -27,8 +28,11 @@
 // What a failed bundle means depends on the runner: Prism fails the job,
 // Dataflow retries the bundle, Flink restores from its last checkpoint.
 // Either way nothing is lost, and a retried bundle may publish again:
-// deduplicate on Message.ID where that matters.
+// Deduplicate removes what was seen before, keyed by Message.ID or by the
+// ID attribute WriteConfig.IDAttribute sets.
 //
 // Most programs import only this package. Package dlq holds the envelope a
 // dead letter travels in on its topic, and Decode for its consumers.
+// Package pubsubio/io/pubsubio has the API of Beam's io/pubsubio on top of
+// this one, for pipelines written for Beam's.
 package pubsubio

@@ -38,6 +38,9 @@ type (
 	// SubscriptionCreateOptions authorise creating a missing subscription,
 	// and say how (Topic required).
 	SubscriptionCreateOptions = source.SubscriptionCreateOptions
+	// TopicSubscriptionOptions name and configure the subscriptions a
+	// read creates for ReadConfig.Topics.
+	TopicSubscriptionOptions = source.TopicSubscriptionOptions
 	// StartPosition is where the read of a subscription starts; a seek, once
 	// per job, shared by every consumer of the subscription.
 	StartPosition = source.StartPosition
@@ -127,9 +130,9 @@ func ParseSubscription(name string) (Subscription, error) { return model.ParseSu
 // ParseTopic parses "projects/P/topics/T".
 func ParseTopic(name string) (Topic, error) { return model.ParseTopic(name) }
 
-// Read reads cfg.Subscriptions and returns a PCollection<Message> whose
-// event time is each message's publish time (or cfg.TimestampAttribute).
-// Each message is acked after the runner commits the bundle that emitted
+// Read reads cfg.Subscriptions and cfg.Topics and returns a
+// PCollection<Message> whose event time is each message's publish time
+// (or cfg.TimestampAttribute). Each message is acked after the runner commits the bundle that emitted
 // it. An invalid configuration panics at graph construction; TryRead
 // returns it as an error.
 func Read(s beam.Scope, cfg ReadConfig) beam.PCollection { return source.Read(s, cfg) }

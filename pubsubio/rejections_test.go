@@ -122,6 +122,13 @@ func records(option string, cfg pubsubio.RecordConfig, input func(s beam.Scope) 
 	}}
 }
 
+func deduplicate(option string, cfg pubsubio.DedupConfig, input func(s beam.Scope) beam.PCollection) rejection {
+	return rejection{"Deduplicate", option, func(s beam.Scope) error {
+		_, err := pubsubio.TryDeduplicate(s, cfg, input(s))
+		return err
+	}}
+}
+
 // connection builds a read whose Connection is c. Write and dlq.Write run
 // the same Settings.Validate; one row each below shows it.
 func connection(option string, c pubsubio.Connection) rejection {
@@ -129,6 +136,21 @@ func connection(option string, c pubsubio.Connection) rejection {
 }
 
 // directRunner builds a valid read while --runner is "direct".
+// sharedTopicSubscription builds two reads of one pipeline with the same
+// TopicSubscriptions.Name and topic.
+func sharedTopicSubscription() rejection {
+	return rejection{"Read", "TopicSubscriptions.Name and topic of another read of the pipeline", func(s beam.Scope) error {
+		cfg := readCfg(func(c *pubsubio.ReadConfig) {
+			c.Subscriptions, c.Topics, c.TopicSubscriptions.Name = nil, []pubsubio.Topic{goodTopic}, "nightly"
+		})
+		if _, err := pubsubio.TryRead(s, cfg); err != nil {
+			return fmt.Errorf("test setup: the first read: %w", err)
+		}
+		_, err := pubsubio.TryRead(s, cfg)
+		return err
+	}}
+}
+
 func directRunner() rejection {
 	return rejection{"Read", "--runner=direct", func(s beam.Scope) error {
 		f := flag.Lookup("runner")
@@ -202,6 +224,31 @@ func rejections() []rejection {
 			c.Subscriptions[0].Project = strings.Repeat("a", 2000) + ":my-project"
 		}),
 		directRunner(),
+		read("Topics: listed twice", func(c *pubsubio.ReadConfig) { c.Topics = []pubsubio.Topic{goodTopic, goodTopic} }),
+		read("Topics: bad ID", func(c *pubsubio.ReadConfig) {
+			c.Topics = []pubsubio.Topic{pubsubio.TopicOf("my-project", "goog-events")}
+		}),
+		read("TopicSubscriptions without Topics", func(c *pubsubio.ReadConfig) { c.TopicSubscriptions.Name = "nightly" }),
+		read("TopicSubscriptions.Name too long for the topic", func(c *pubsubio.ReadConfig) {
+			c.Topics, c.TopicSubscriptions.Name = []pubsubio.Topic{goodTopic}, "n"+strings.Repeat("x", 250)
+		}),
+		read("TopicSubscriptions.Name not a subscription ID", func(c *pubsubio.ReadConfig) {
+			c.Topics, c.TopicSubscriptions.Name = []pubsubio.Topic{goodTopic}, "9lives"
+		}),
+		read("TopicSubscriptions.Name gives a subscription also in Subscriptions", func(c *pubsubio.ReadConfig) {
+			c.Topics, c.TopicSubscriptions.Name = []pubsubio.Topic{pubsubio.TopicOf("my-project", "y2026")}, "orders"
+			c.Subscriptions = []pubsubio.Subscription{pubsubio.SubscriptionOf("my-project", "orders-y2026")}
+		}),
+		read("TopicSubscriptions.Create.Topic set", func(c *pubsubio.ReadConfig) {
+			c.Topics, c.TopicSubscriptions.Create.Topic = []pubsubio.Topic{goodTopic}, dlTopic
+		}),
+		read("TopicSubscriptions.Create.ExpirationTTL under a day", func(c *pubsubio.ReadConfig) {
+			c.Topics, c.TopicSubscriptions.Create.ExpirationTTL = []pubsubio.Topic{goodTopic}, time.Hour
+		}),
+		read("TopicSubscriptions.Create.Labels: a key the read sets", func(c *pubsubio.ReadConfig) {
+			c.Topics, c.TopicSubscriptions.Create.Labels = []pubsubio.Topic{goodTopic}, map[string]string{"pubsubio-read": "mine"}
+		}),
+		sharedTopicSubscription(),
 
 		read("Setup: bad subscription", func(c *pubsubio.ReadConfig) {
 			c.Setup = []pubsubio.SubscriptionSetup{{Subscription: pubsubio.SubscriptionOf("my-project", "ab")}}
@@ -237,6 +284,9 @@ func rejections() []rejection {
 		}),
 		create("Create.Filter blank", func(o *pubsubio.SubscriptionCreateOptions) { o.Filter = "  " }),
 		create("Create.Filter unterminated string", func(o *pubsubio.SubscriptionCreateOptions) { o.Filter = `attributes.kind = "order` }),
+		create("Create.Labels: key and value Pub/Sub refuses", func(o *pubsubio.SubscriptionCreateOptions) {
+			o.Labels = map[string]string{"Team": "billing", "env": "Prod"}
+		}),
 		create("Create.Filter not on attributes", func(o *pubsubio.SubscriptionCreateOptions) { o.Filter = `kind = "order"` }),
 		read("Create without message ordering under PER_KEY", func(c *pubsubio.ReadConfig) {
 			c.Ordering = pubsubio.OrderingPerKey
@@ -343,6 +393,9 @@ func rejections() []rejection {
 		write("MaxActivePublishers a million", func(c *pubsubio.WriteConfig) { c.MaxActivePublishers = 1e6 }),
 		write("RecoveryMaxAttempts a billion", func(c *pubsubio.WriteConfig) { c.RecoveryMaxAttempts = 1e9 }),
 		write("PublishProgressTimeout over a day", func(c *pubsubio.WriteConfig) { c.PublishProgressTimeout = 48 * time.Hour }),
+		write("IDAttribute reserved", func(c *pubsubio.WriteConfig) { c.IDAttribute = "googID" }),
+		write("TimestampAttribute blank", func(c *pubsubio.WriteConfig) { c.TimestampAttribute = " " }),
+		write("IDAttribute equal to TimestampAttribute", func(c *pubsubio.WriteConfig) { c.IDAttribute, c.TimestampAttribute = "meta", "meta" }),
 		write("Connection (as for Read)", func(c *pubsubio.WriteConfig) { c.Connection.EmulatorEndpoint = "localhost" }),
 		writeInput("input not a valid PCollection", func(beam.Scope) beam.PCollection { return beam.PCollection{} }),
 		writeInput("input not of Message", func(s beam.Scope) beam.PCollection { return beam.Create(s, "x") }),
@@ -365,6 +418,14 @@ func rejections() []rejection {
 		records("AttributesKey not UTF-8", pubsubio.RecordConfig{AttributesKey: "\xff"}, messages),
 		records("input not a valid PCollection", pubsubio.RecordConfig{}, func(beam.Scope) beam.PCollection { return beam.PCollection{} }),
 		records("input not of Message", pubsubio.RecordConfig{}, func(s beam.Scope) beam.PCollection { return beam.Create(s, "x") }),
+
+		deduplicate("IDAttribute reserved", pubsubio.DedupConfig{IDAttribute: "googID"}, messages),
+		deduplicate("IDAttribute blank", pubsubio.DedupConfig{IDAttribute: " "}, messages),
+		deduplicate("Horizon a bare 1 (nanoseconds)", pubsubio.DedupConfig{Horizon: 1}, messages),
+		deduplicate("Horizon over 31 days", pubsubio.DedupConfig{Horizon: 32 * 24 * time.Hour}, messages),
+		deduplicate("TimeDomain unknown", pubsubio.DedupConfig{TimeDomain: "WALL_CLOCK"}, messages),
+		deduplicate("Missing unknown", pubsubio.DedupConfig{Missing: "DROP"}, messages),
+		deduplicate("input not of Message", pubsubio.DedupConfig{}, func(s beam.Scope) beam.PCollection { return beam.Create(s, "x") }),
 	}
 }
 

@@ -69,6 +69,26 @@ func NewTopology(t testing.TB, e *emulator.Emulator, prefix string, n int, attrs
 	return c
 }
 
+// KeepOutput creates a second subscription on the output topic, which
+// keeps every copy the runs publish, for a read after them; call it before
+// the first run.
+func (c *Topology) KeepOutput(t testing.TB) model.Subscription {
+	t.Helper()
+	return c.e.CreateSubscription(t, c.outTopic, "kept-out", time.Minute)
+}
+
+// RepublishOutputs publishes to the output topic a second copy of the
+// outputs of the first n input IDs, as a run that crashed after its
+// publish would: a check of what reads the output then meets copies
+// whatever the kills did.
+func (c *Topology) RepublishOutputs(t testing.TB, n int) {
+	t.Helper()
+	ids := c.inputIDs[:min(n, len(c.inputIDs))]
+	c.e.Publish(t, c.outTopic, len(ids), 16, func(i int) map[string]string {
+		return map[string]string{InputIDAttribute: ids[i]}
+	})
+}
+
 // Args returns crashpipeline's flags for this topology plus extra.
 func (c *Topology) Args(extra ...string) []string {
 	return append([]string{

@@ -57,8 +57,9 @@ func (j *Jobs) Running(ctx context.Context) ([]string, error) {
 }
 
 // Metrics returns a job's user metrics in namespace, by name, summed over
-// steps: counters' attempted values and gauges' latest values. Attempted,
-// not committed, because a running job's bundles are what is being watched.
+// steps: counters over the bundles that finished (Prism files a finished
+// bundle's metrics as committed, and only in-progress reports as
+// attempted), gauges at the latest in-progress report.
 func (j *Jobs) Metrics(ctx context.Context, jobID, namespace string) (map[string]int64, error) {
 	res, err := j.client.GetJobMetrics(ctx, &jobpb.GetJobMetricsRequest{JobId: jobID})
 	if err != nil {
@@ -69,7 +70,7 @@ func (j *Jobs) Metrics(ctx context.Context, jobID, namespace string) (map[string
 	out := map[string]int64{}
 	for _, c := range all.Counters() {
 		if c.Namespace() == namespace {
-			out[c.Name()] += c.Attempted
+			out[c.Name()] += c.Committed
 		}
 	}
 	for _, g := range all.Gauges() {

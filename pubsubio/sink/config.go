@@ -74,6 +74,28 @@ type Config struct {
 	// Publisher tunes the client's publishers; see PublisherOptions.
 	Publisher PublisherOptions
 
+	// TimestampAttribute, when set, names an attribute Write sets on every
+	// message to its element's event time in Unix milliseconds, the form
+	// Beam's Pub/Sub readers and ReadConfig.TimestampAttribute parse: a
+	// downstream read takes its event time from it instead of the publish
+	// time. It replaces a value the element carries. Elements of
+	// beam.Create carry Beam's minimum timestamp, -9223372036854775.
+	TimestampAttribute string
+
+	// IDAttribute, when set, names an attribute Write sets on every message
+	// to an ID derived from the element, so that the same element published
+	// twice (a retried bundle, an input redelivered after a crash) carries
+	// the same ID and a downstream Deduplicate keyed on it keeps one: a hash
+	// (32 hex digits) of the element's ID and subscription when it came
+	// from a read, its data, attributes, ordering key and event time.
+	// Elements equal in all of these share an ID, so only the first passes
+	// a deduplication: give distinct ones an attribute of their own. A
+	// transform that adds something per attempt (the time, a random value)
+	// gives each attempt its own ID. An element that already carries the
+	// attribute keeps its value (a publisher's own ID survives a
+	// Read -> Write pipeline).
+	IDAttribute string
+
 	// MaxInFlightMessages caps the publishes one writer has accepted and
 	// Pub/Sub has not yet confirmed: at the cap, ProcessElement blocks until
 	// confirmations free room, which is the sink's backpressure. If zero,
@@ -185,6 +207,17 @@ func (cfg Config) validate() error {
 		}
 	}
 	errs = append(errs, cfg.checkLimits()...)
+	for _, a := range []struct{ option, name, instead string }{
+		{"TimestampAttribute", cfg.TimestampAttribute, "name the attribute to carry the event time, or leave it empty"},
+		{"IDAttribute", cfg.IDAttribute, "name the attribute to carry the ID, or leave it empty"},
+	} {
+		if err := construct.CheckAttribute(a.option, a.name, a.instead); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if cfg.IDAttribute != "" && cfg.IDAttribute == cfg.TimestampAttribute {
+		bad("IDAttribute and TimestampAttribute are both %q: one attribute cannot hold both; name two", cfg.IDAttribute)
+	}
 	if cfg.MaxConsecutiveRejections < -1 || cfg.MaxConsecutiveRejections > maxConsecutiveRejections {
 		bad("MaxConsecutiveRejections %d must be between 1 and %d, or -1 for no bound", cfg.MaxConsecutiveRejections, maxConsecutiveRejections)
 	}

@@ -3,7 +3,6 @@ package sink
 import (
 	"fmt"
 	"reflect"
-	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/rewindow"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -45,22 +45,17 @@ func TryWrite(s beam.Scope, cfg Config, msgs beam.PCollection) (beam.PCollection
 		return beam.PCollection{}, err
 	}
 	s = s.Scope("pubsubio.Write")
-	ws := msgs.WindowingStrategy()
-	if !global(ws) {
-		// The writer emits a dead letter when its verdict arrives, often in
-		// FinishBundle, where Beam Go puts what is emitted in the global
-		// window: its input is in the global window too (timestamps kept),
-		// and its dead letters are windowed like msgs again after it.
-		msgs = beam.WindowInto(s, window.NewGlobalWindows(), msgs)
-	}
+	// The writer emits a dead letter when its verdict arrives, often in
+	// FinishBundle, where Beam Go puts what is emitted in the global
+	// window: its input is in the global window too (timestamps kept),
+	// and its dead letters are windowed like msgs again after it.
+	msgs, ws := rewindow.Global(s, msgs)
 	out, err := beam.TryParDo(s, &writeFn{Cfg: cfg}, msgs)
 	if err != nil {
 		return beam.PCollection{}, fmt.Errorf("pubsubio.Write: %w", err)
 	}
 	return deadLetterOutput(s, out[0], ws), nil
 }
-
-func global(ws *window.WindowingStrategy) bool { return ws.Fn.Kind == window.GlobalWindows }
 
 // deadLetterOutput is what Write returns: the writer's dead letters behind
 // a Reshuffle and a pass-through the runner cannot elide, so the writer's
@@ -76,18 +71,7 @@ func global(ws *window.WindowingStrategy) bool { return ws.Fn.Kind == window.Glo
 // drops it. On other runners the extra step carries nothing unless
 // messages are routed, and it gives routed messages their own commit point.
 func deadLetterOutput(s beam.Scope, deadLetters beam.PCollection, ws *window.WindowingStrategy) beam.PCollection {
-	out := beam.ParDo(s, forwardDeadLetter, beam.Reshuffle(s, deadLetters))
-	if global(ws) {
-		return out
-	}
-	opts := []beam.WindowIntoOption{beam.AllowedLateness(time.Duration(ws.AllowedLateness) * time.Millisecond)}
-	if ws.Trigger != nil {
-		opts = append(opts, beam.Trigger(ws.Trigger))
-	}
-	if ws.AccumulationMode == window.Accumulating {
-		opts = append(opts, beam.PanesAccumulate())
-	}
-	return beam.WindowInto(s, ws.Fn, out, opts...)
+	return rewindow.Restore(s, beam.ParDo(s, forwardDeadLetter, beam.Reshuffle(s, deadLetters)), ws)
 }
 
 func forwardDeadLetter(m dlq.FailedMessage, emit func(dlq.FailedMessage)) { emit(m) }

@@ -95,7 +95,7 @@ type outbound struct {
 	seq       uint64
 	epoch     uint64
 	dest      *dest
-	msg       model.Message // as the pipeline gave it, for dead letters
+	msg       model.Message // as published (Config.stamped), for dead letters
 	eventTime time.Time     // the element's, for its dead letter
 	size      int64         // serialized, as the client counts it
 	attempts  int
@@ -164,6 +164,7 @@ func (w *writer) processOne(ctx context.Context, eventTime time.Time, m model.Me
 	if err := w.repairAll(ctx); err != nil {
 		return err
 	}
+	m = w.cfg.stamped(m, eventTime)
 	topic := m.Topic
 	if topic.IsZero() {
 		topic = w.cfg.Topic

@@ -13,7 +13,8 @@ import (
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
-// admin is the few subscription-admin calls the prepare step makes. An
+// admin is the few subscription-admin calls the prepare step makes, and
+// the delete of a bounded read's own subscriptions once it is done. An
 // interface so that the check, create and seek logic is tested against a
 // fake that records every call. There is deliberately no update: creation
 // never changes an existing subscription.
@@ -21,6 +22,7 @@ type admin interface {
 	getSubscription(ctx context.Context, name string) (*pubsubpb.Subscription, error)
 	createSubscription(ctx context.Context, sub *pubsubpb.Subscription) (*pubsubpb.Subscription, error)
 	seek(ctx context.Context, req *pubsubpb.SeekRequest) error
+	deleteSubscription(ctx context.Context, name string) error
 	close() error
 }
 
@@ -64,6 +66,12 @@ func (a *clientAdmin) seek(ctx context.Context, req *pubsubpb.SeekRequest) error
 	return a.conn.Call(ctx, "pubsubio.Read", "Seek "+req.GetSubscription(), func(ctx context.Context) error {
 		_, err := a.client.SubscriptionAdminClient.Seek(ctx, req)
 		return err
+	})
+}
+
+func (a *clientAdmin) deleteSubscription(ctx context.Context, name string) error {
+	return a.conn.Call(ctx, "pubsubio.Read", "DeleteSubscription "+name, func(ctx context.Context) error {
+		return a.client.SubscriptionAdminClient.DeleteSubscription(ctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: name})
 	})
 }
 

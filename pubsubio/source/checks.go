@@ -63,13 +63,18 @@ var checks = []check{
 }
 
 // rejection returns why sub, as described, cannot be read under cfg, or
-// nil; name is how the error names it.
+// nil; name is how the error names it. Besides checks, one of the read's
+// own topic subscriptions must be on its topic (wrongTopic), which
+// construction cannot get wrong and so does not check.
 func rejection(cfg Config, name string, sub *pubsubpb.Subscription) []error {
 	var errs []error
 	for _, c := range checks {
 		if c.rejects(cfg, sub) {
 			errs = append(errs, fmt.Errorf("subscription %s cannot be read: %s; %s", name, c.setting, c.why))
 		}
+	}
+	if err := cfg.wrongTopic(name, sub); err != nil {
+		errs = append(errs, err)
 	}
 	return errs
 }

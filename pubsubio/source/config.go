@@ -2,7 +2,6 @@ package source
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -93,14 +92,30 @@ const (
 	DefaultWatermarkLateness      = time.Second            // see Config.WatermarkLateness
 )
 
-// Config configures a read. Only Subscriptions is required; every zero
-// field takes the default documented on it. Config is validated at graph
+// Config configures a read. Only Subscriptions or Topics is required;
+// every zero field takes the default documented on it. Config is validated at graph
 // construction: an invalid one never reaches a worker. Every count and
 // duration is bounded (limits.go); an error names the option, the value and
 // the range.
 type Config struct {
-	// Subscriptions to read; at least one, no duplicates. Every one is read.
+	// Subscriptions to read; no duplicates. Every one is read. At least
+	// one subscription or topic is required.
 	Subscriptions []model.Subscription
+
+	// Topics to read besides Subscriptions, no duplicates: for each, the
+	// prepare step creates a subscription of this read's own, named when
+	// the pipeline is built (TopicSubscriptions), so every worker and every
+	// resumed split agrees on it. It receives only what is published after
+	// the prepare step created it; one that already exists under that name
+	// must be on the topic, and is read from where it is. A bounded read
+	// deletes the subscriptions it created once it finished, and only
+	// those; an unbounded one leaves them, to expire a day after their last
+	// reader stopped (README, Reading topics).
+	Topics []model.Topic
+
+	// TopicSubscriptions names and configures the subscriptions the read
+	// creates for Topics; see TopicSubscriptionOptions.
+	TopicSubscriptions TopicSubscriptionOptions
 
 	// Setup holds what the prepare step does for individual subscriptions
 	// before any split reads: create one that is missing, seek one to a
@@ -236,6 +251,11 @@ type Config struct {
 	// Connection says where and as whom to connect. The zero value is
 	// application-default credentials against Pub/Sub.
 	Connection connection.Settings
+
+	// owned are the subscriptions created for Topics, once withDefaults
+	// moved them into Subscriptions, and the label that marks those this
+	// read created: what a bounded read deletes when done.
+	owned ownedSubscriptions
 }
 
 // warnings explains settings that are valid but probably not meant; read
@@ -265,28 +285,19 @@ func (cfg Config) withDefaults() (Config, error) {
 	construct.Default(&cfg.WatermarkWindow, DefaultWatermarkWindow)
 	construct.Default(&cfg.WatermarkIdle, DefaultWatermarkIdle)
 	construct.Default(&cfg.WatermarkLateness, DefaultWatermarkLateness)
+	cfg, topicErrs := cfg.withTopics()
 	cfg.setupWithDefaults()
-	return cfg, cfg.validate()
+	return cfg, cfg.validate(topicErrs)
 }
 
-func (cfg Config) validate() error {
-	var errs []error
+// validate checks cfg; errs are problems already found.
+func (cfg Config) validate(errs []error) error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
-	if len(cfg.Subscriptions) == 0 {
-		bad("Subscriptions is empty: name at least one subscription to read")
+	if len(cfg.Subscriptions) == 0 && len(cfg.Topics) == 0 {
+		bad("Subscriptions and Topics are both empty: name at least one subscription or topic to read")
 	}
-	seen := map[model.Subscription]bool{}
-	for i, s := range cfg.Subscriptions {
-		if err := s.Validate(); err != nil {
-			bad("Subscriptions[%d]: %w", i, err)
-			continue
-		}
-		if seen[s] {
-			bad("Subscriptions[%d]: %s is listed twice; each subscription is read once", i, s)
-		}
-		seen[s] = true
-	}
+	uniqueValid("Subscriptions", "subscription", cfg.Subscriptions, bad)
 	switch cfg.Ordering {
 	case OrderingNone:
 	case OrderingPerKey:
@@ -313,14 +324,10 @@ func (cfg Config) validate() error {
 		bad("DecodePolicy %q is unknown; use %q, %q, %q or %q", text.Truncate(string(cfg.DecodePolicy), maxQuotedValue), DecodeFail, DecodeDrop, DecodeNack, DecodeDeadLetter)
 	}
 	errs = append(errs, cfg.checkLimits()...)
-	if a := cfg.TimestampAttribute; a != "" {
-		// A name Pub/Sub refuses as an attribute key is on no message, so
-		// every message would silently keep its publish time.
-		if strings.TrimSpace(a) == "" {
-			bad("TimestampAttribute is blank, so no message carries it; name the attribute holding the event time, or leave it empty for publish times")
-		} else if problem := model.AttributeKeyProblem(a); problem != "" {
-			bad("TimestampAttribute %q %s, so no message can carry it; name the attribute holding the event time", text.Truncate(a, maxQuotedValue), problem)
-		}
+	// A name Pub/Sub refuses as an attribute key is on no message, so
+	// every message would silently keep its publish time.
+	if err := construct.CheckAttribute("TimestampAttribute", cfg.TimestampAttribute, "name the attribute holding the event time, or leave it empty for publish times"); err != nil {
+		errs = append(errs, err)
 	}
 	if cfg.MaxOutstandingMessages < -1 || cfg.MaxOutstandingMessages > maxOutstandingMessages {
 		bad("MaxOutstandingMessages %d must be between 1 and %d, or -1 for no limit", cfg.MaxOutstandingMessages, maxOutstandingMessages)
@@ -336,6 +343,28 @@ func (cfg Config) validate() error {
 		errs = append(errs, err)
 	}
 	return construct.Invalid("pubsubio.Read", errs...)
+}
+
+// uniqueValid reports, for each of names (which the option field lists,
+// each a kind: "subscription"), whether it is valid and listed for the
+// first time; bad says why not.
+func uniqueValid[T interface {
+	comparable
+	Validate() error
+}](field, kind string, names []T, bad func(format string, args ...any)) []bool {
+	ok := make([]bool, len(names))
+	seen := map[T]bool{}
+	for i, n := range names {
+		switch err := n.Validate(); {
+		case err != nil:
+			bad("%s[%d]: %w", field, i, err)
+		case seen[n]:
+			bad("%s[%d]: %s is listed twice; each %s is read once", field, i, n, kind)
+		default:
+			seen[n], ok[i] = true, true
+		}
+	}
+	return ok
 }
 
 // bounded reports whether the read finishes by itself.

@@ -128,7 +128,7 @@ func TestValidationErrorsNameTheOption(t *testing.T) {
 		edit  func(*Config)
 		wants []string // every one must appear in the error
 	}{
-		{"empty subscriptions", func(c *Config) { c.Subscriptions = nil }, []string{"Subscriptions"}},
+		{"empty subscriptions", func(c *Config) { c.Subscriptions = nil }, []string{"Subscriptions and Topics are both empty"}},
 		{"malformed subscription project", func(c *Config) { c.Subscriptions = []model.Subscription{model.SubscriptionOf("P", "sub-0")} },
 			[]string{"Subscriptions[0]", `"P"`}},
 		{"malformed subscription ID", func(c *Config) {
@@ -180,7 +180,7 @@ func TestValidationErrorsNameTheOption(t *testing.T) {
 		{"TimestampAttribute of 300 bytes", func(c *Config) { c.TimestampAttribute = strings.Repeat("t", 300) }, []string{"TimestampAttribute", "is 300 bytes, over Pub/Sub's 256"}},
 		{"TimestampAttribute not UTF-8", func(c *Config) { c.TimestampAttribute = "ts\xff" }, []string{`TimestampAttribute "ts\xff" is not valid UTF-8`}},
 		{"TimestampAttribute reserved", func(c *Config) { c.TimestampAttribute = "googTs" }, []string{`TimestampAttribute "googTs" starts with "goog"`}},
-		{"TimestampAttribute blank", func(c *Config) { c.TimestampAttribute = " \t" }, []string{"TimestampAttribute is blank"}},
+		{"TimestampAttribute blank", func(c *Config) { c.TimestampAttribute = " \t" }, []string{`TimestampAttribute " \t" is blank`}},
 		{"start time in year 10000", func(c *Config) {
 			c.Setup = []SubscriptionSetup{{Subscription: c.Subscriptions[0], Start: StartFromTimestamp(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC))}}
 		}, []string{"Setup[0].Start: Time 10000-01-01", "outside years 1 to 9999"}},
@@ -194,6 +194,42 @@ func TestValidationErrorsNameTheOption(t *testing.T) {
 			[]string{"EmulatorEndpoint", "http://localhost:8085"}},
 		{"endpoint without port", func(c *Config) { c.Connection = connection.Settings{EmulatorEndpoint: "localhost"} },
 			[]string{"EmulatorEndpoint", `"localhost"`}},
+		{"options without topics", func(c *Config) { c.TopicSubscriptions.Name = "x" },
+			[]string{"TopicSubscriptions is set but Topics is empty"}},
+		{"topic listed twice", func(c *Config) { c.Topics = []model.Topic{ordersTopic, ordersTopic} },
+			[]string{"Topics[1]", "twice"}},
+		{"invalid topic", func(c *Config) { c.Topics = []model.Topic{{Project: "pubsubio-test", ID: "goog-x"}} },
+			[]string{"Topics[0]", "goog-x"}},
+		{"create topic set", func(c *Config) {
+			c.Topics = []model.Topic{ordersTopic}
+			c.TopicSubscriptions.Create.Topic = returnsTopic
+		}, []string{"TopicSubscriptions.Create.Topic", "leave it empty"}},
+		{"name makes an invalid ID", func(c *Config) {
+			c.Topics = []model.Topic{ordersTopic}
+			c.TopicSubscriptions.Name = "9lives"
+		}, []string{"TopicSubscriptions.Name \"9lives\"", "orders"}},
+		{"name too long", func(c *Config) {
+			c.Topics = []model.Topic{ordersTopic}
+			c.TopicSubscriptions.Name = "n" + strings.Repeat("x", 250)
+		}, []string{"Topics[0]", "over Pub/Sub's 255", "shorten TopicSubscriptions.Name"}},
+		{"subscription also listed", func(c *Config) {
+			c.Topics = []model.Topic{ordersTopic}
+			c.TopicSubscriptions.Name = "sub"
+			c.Subscriptions = []model.Subscription{model.SubscriptionOf("pubsubio-test", "sub-orders")}
+		}, []string{"Topics[0]", "also listed in Subscriptions"}},
+		{"TTL under Pub/Sub's minimum", func(c *Config) {
+			c.Topics = []model.Topic{ordersTopic, returnsTopic}
+			c.TopicSubscriptions.Create.ExpirationTTL = time.Hour
+		}, []string{"TopicSubscriptions.Create.ExpirationTTL 1h0m0s must be from 24h0m0s"}},
+		{"label Pub/Sub refuses", func(c *Config) {
+			c.Topics = []model.Topic{ordersTopic}
+			c.TopicSubscriptions.Create.Labels = map[string]string{"Team": "x", "ok": "Upper", "": "y"}
+		}, []string{`TopicSubscriptions.Create.Labels["Team"]: the key must start with a lowercase letter`,
+			`Labels["ok"]: the value "Upper" may hold only lowercase letters`, `Labels[""]: the key is empty`}},
+		{"ordering without an ordered subscription", func(c *Config) {
+			c.Topics = []model.Topic{ordersTopic}
+			c.Ordering = OrderingPerKey
+		}, []string{"TopicSubscriptions.Create would create a subscription the read rejects", "EnableMessageOrdering"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package source
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -65,6 +66,14 @@ type SubscriptionCreateOptions struct {
 	// at construction, the rest by Pub/Sub); Pub/Sub acks the rest itself.
 	// Fixed at creation. https://cloud.google.com/pubsub/docs/filtering
 	Filter string
+	// Labels are the subscription's labels, for an operator to find and
+	// account for it (gcloud pubsub subscriptions list
+	// --filter=labels.KEY=VALUE). Pub/Sub's rules apply and are checked at
+	// construction: at most 64; keys 1 to 63 characters, starting with a
+	// lowercase letter; keys and values of lowercase letters, digits, "_"
+	// and "-", values at most 63 characters.
+	// https://cloud.google.com/pubsub/docs/labels
+	Labels map[string]string
 }
 
 // Pub/Sub's bounds on subscription settings
@@ -87,7 +96,7 @@ const (
 func (o SubscriptionCreateOptions) IsZero() bool {
 	return o.Topic.IsZero() && o.AckDeadline == 0 && !o.EnableMessageOrdering && o.MessageRetention == 0 &&
 		!o.RetainAckedMessages && o.ExpirationTTL == 0 && !o.NeverExpire && o.DeadLetterTopic.IsZero() &&
-		o.MaxDeliveryAttempts == 0 && o.Filter == ""
+		o.MaxDeliveryAttempts == 0 && o.Filter == "" && len(o.Labels) == 0
 }
 
 // validate checks the options on their own; field is how errors name them.
@@ -140,6 +149,9 @@ func (o SubscriptionCreateOptions) validate(field string) []error {
 	} else if why := filterSyntaxError(o.Filter); o.Filter != "" && why != "" {
 		bad("Filter %q is not in Pub/Sub's filter language: %s", o.Filter, why)
 	}
+	for _, err := range labelProblems(o.Labels) {
+		errs = append(errs, fmt.Errorf("%s.%w", field, err))
+	}
 	return errs
 }
 
@@ -161,6 +173,7 @@ func (o SubscriptionCreateOptions) subscriptionProto(name model.Subscription) *p
 		EnableMessageOrdering: o.EnableMessageOrdering,
 		RetainAckedMessages:   o.RetainAckedMessages,
 		Filter:                o.Filter,
+		Labels:                maps.Clone(o.Labels),
 	}
 	if o.MessageRetention > 0 {
 		s.MessageRetentionDuration = durationpb.New(o.MessageRetention)

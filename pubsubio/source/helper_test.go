@@ -12,7 +12,9 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
+	beammetrics "github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -525,4 +527,25 @@ func sorted(s []string) []string {
 	s = slices.Clone(s)
 	slices.Sort(s)
 	return s
+}
+
+// bundleContext is a context Beam accepts metric updates with, as a
+// bundle's is: a DoFn called with it directly counts into its own store.
+func bundleContext() context.Context {
+	return beammetrics.SetPTransformID(beammetrics.SetBundleID(context.Background(), "bundle"), "step")
+}
+
+// counterSums returns the pubsubio counters of a bundleContext by name.
+func counterSums(t *testing.T, ctx context.Context) map[string]int64 {
+	t.Helper()
+	got := map[string]int64{}
+	err := beammetrics.Extractor{SumInt64: func(l beammetrics.Labels, v int64) {
+		if l.Namespace() == metrics.Namespace {
+			got[l.Name()] += v
+		}
+	}}.ExtractFrom(beammetrics.GetStore(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }

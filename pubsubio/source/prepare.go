@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
@@ -92,6 +93,10 @@ func describeAll(ctx context.Context, adm admin, cfg Config, counts *prepareCoun
 			rejected := rejection(cfg, sub.String(), desc)
 			counts.rejected += len(rejected)
 			errs = append(errs, rejected...)
+			if len(rejected) == 0 && slices.Contains(cfg.owned.Subscriptions, sub) && !cfg.owned.createdBy(desc) {
+				log.Infof(ctx, "pubsubio.Read: %s, the subscription of TopicSubscriptions.Name %q for its topic, already exists and this read did not create it "+
+					"(it lacks the label %s=%s): the read consumes it from where it is, and a bounded read leaves it in place", sub, cfg.TopicSubscriptions.Name, labelRead, cfg.owned.Label)
+			}
 		case status.Code(err) == codes.NotFound && !t.setup.Create.IsZero():
 			// Created in the next phase.
 		case status.Code(err) == codes.NotFound:

@@ -28,13 +28,18 @@ var newAdmin = dialAdmin
 // a failed prepare bundle is retried as a whole, seeking again before any
 // split has read anything. A redeploy is a new job with a new Impulse, so
 // it prepares, and seeks, again.
+//
+// Owned is Cfg's owned, which Cfg loses on its way to the worker.
 type prepareFn struct {
-	Cfg  Config
-	Plan []Split
+	Cfg   Config
+	Plan  []Split
+	Owned ownedSubscriptions
 }
 
 func (fn *prepareFn) ProcessElement(ctx context.Context, _ []byte, emit func(Split)) error {
-	adm, err := newAdmin(ctx, fn.Cfg)
+	cfg := fn.Cfg
+	cfg.owned = fn.Owned
+	adm, err := newAdmin(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -43,7 +48,7 @@ func (fn *prepareFn) ProcessElement(ctx context.Context, _ []byte, emit func(Spl
 			log.Warnf(ctx, "pubsubio.Read: closing the prepare step's client: %v", err)
 		}
 	}()
-	counts, err := prepare(ctx, adm, fn.Cfg, time.Now)
+	counts, err := prepare(ctx, adm, cfg, time.Now)
 	counts.report(ctx)
 	if err != nil {
 		return err

@@ -13,7 +13,7 @@ import (
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
 )
 
-// Read reads cfg.Subscriptions and returns a PCollection<model.Message>
+// Read reads cfg.Subscriptions and cfg.Topics and returns a PCollection<model.Message>
 // whose event time is each message's publish time (or TimestampAttribute).
 // It rejects DecodePolicy DecodeDeadLetter, whose dead letters it has no
 // output for: use ReadWithDeadLetters. It panics on an invalid
@@ -71,13 +71,16 @@ func read(s beam.Scope, cfg Config) (beam.PCollection, beam.PCollection, error) 
 		log.Warn(context.Background(), w)
 	}
 	s = s.Scope("pubsubio.Read")
+	if err := claimSubscriptions(s, cfg); err != nil {
+		return fail(err)
+	}
 	plan := planSplits(cfg.Subscriptions, cfg.Ordering, cfg.Splits)
 
 	// The prepare step (describe, check, create, seek) runs once per job and
 	// emits one element per split only once it succeeded; the reshuffle
 	// spreads the splits over workers and commits them, so no split reads
 	// before the prepare step is done.
-	prepared, err := beam.TryParDo(s, &prepareFn{Cfg: cfg, Plan: plan}, beam.Impulse(s))
+	prepared, err := beam.TryParDo(s, &prepareFn{Cfg: cfg, Plan: plan, Owned: cfg.owned}, beam.Impulse(s))
 	if err != nil {
 		return fail(fmt.Errorf("pubsubio.Read: %w", err))
 	}
@@ -91,6 +94,9 @@ func read(s beam.Scope, cfg Config) (beam.PCollection, beam.PCollection, error) 
 	out, err := beam.TryParDo(s, fn, elems)
 	if err != nil {
 		return fail(fmt.Errorf("pubsubio.Read: %w", err))
+	}
+	if cfg.bounded() && len(cfg.owned.Subscriptions) > 0 {
+		deleteWhenDone(s, cfg, out[0])
 	}
 	return out[0], out[1], nil
 }

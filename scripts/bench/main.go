@@ -27,7 +27,7 @@ import (
 
 var (
 	endpoint = flag.String("emulator", "", "host:port of a running Pub/Sub emulator (default: start one)")
-	cases    = flag.String("cases", "read,write,latency,scaling,memory,stages,typed", "what to measure (comma separated)")
+	cases    = flag.String("cases", "read,write,latency,scaling,memory,stages,typed,dedup", "what to measure (comma separated)")
 	runs     = flag.Int("runs", 3, "runs of each contender per throughput case")
 	only     = flag.String("only", "", "run only the read and write cases whose name contains this text, e.g. \"16384 B, 3 sub\"")
 	entrants = flag.String("contenders", "", "run only these contenders of the read and write cases (comma separated: source, sink, raw, prototype, source-10-streams, raw-10-streams), e.g. to profile one; targets are checked only where both sides ran")
@@ -58,6 +58,9 @@ var (
 	// not: BENCHMARKS.md, Typed messages, has the walk's cost and why the
 	// target leaves room for it and for a shared machine's spread.
 	typedAvroDecodeTarget = flag.Float64("typed_avro_decode_target", 1.35, "highest acceptable pubsubio/hand-written cost ratio of decoding binary Avro, which also walks each payload before goavro reads it (a poison payload's block counts would otherwise make goavro ask for gigabytes), work the hand-written DoFn skips")
+
+	dedupMessages = flag.Int("dedup_messages", 50000, "messages per run of the dedup case")
+	dedupSize     = flag.Int("dedup_size", 64, "payload bytes in the dedup case: small, so the keys' state stands out from the payloads in the heap")
 
 	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	memProfile = flag.String("memprofile", "", "write an allocation profile of the whole run to this file")
@@ -176,6 +179,12 @@ func run(ctx context.Context) int {
 				return fail(err)
 			}
 			report.WriteString(r)
+		case "dedup":
+			r, err := measureDedup(ctx, env, *dedupMessages, *dedupSize)
+			if err != nil {
+				return fail(err)
+			}
+			report.WriteString(r.String())
 		case "memory":
 			rs, err := measureMemory(ctx, env, 1024, *memoryHold)
 			if err != nil {
@@ -186,7 +195,7 @@ func run(ctx context.Context) int {
 				fmt.Fprintln(&report, r)
 			}
 		default:
-			if err := fmt.Errorf("unknown case %q in --cases; use read, write, latency, scaling, memory, stages, typed", what); err != nil {
+			if err := fmt.Errorf("unknown case %q in --cases; use read, write, latency, scaling, memory, stages, typed, dedup", what); err != nil {
 				return fail(err)
 			}
 		}

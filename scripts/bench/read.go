@@ -153,11 +153,12 @@ func readRawStreams(ctx context.Context, e *env, c readCase, ps []pair, rs pubsu
 var counts sync.Map // run ID -> *runCount
 
 type runCount struct {
-	n      atomic.Int64
-	target int64
-	first  atomic.Pointer[time.Time]
-	end    time.Time
-	done   chan struct{}
+	n        atomic.Int64
+	target   int64
+	first    atomic.Pointer[time.Time]
+	end      time.Time
+	done     chan struct{}
+	atTarget func() // when set, runs once the last expected message arrived
 }
 
 func newRunCount(run string, target int) (*runCount, func()) {
@@ -173,6 +174,9 @@ func countOne(run string) {
 	rc.first.CompareAndSwap(nil, &now)
 	if rc.n.Add(1) == rc.target {
 		rc.end = time.Now()
+		if rc.atTarget != nil {
+			rc.atTarget()
+		}
 		close(rc.done)
 	}
 }
@@ -200,14 +204,21 @@ func (f *countPayloadsFn) ProcessElement([]byte, func(int)) { countOne(f.Run) }
 
 // readWithSource reads the backlog with a bounded pubsubio read on Prism.
 func readWithSource(ctx context.Context, e *env, c readCase, ps []pair) (float64, error) {
-	return readWithSourceConfig(ctx, e, c, ps, pubsubio.ReadConfig{})
+	return readWithSourceConfig(ctx, e, c, ps, pubsubio.ReadConfig{}, sourceOptions{})
 }
 
-// readWithSourceConfig is readWithSource with options set on cfg.
-func readWithSourceConfig(ctx context.Context, e *env, c readCase, ps []pair, cfg pubsubio.ReadConfig) (float64, error) {
+// sourceOptions shape a measured source run beyond its ReadConfig.
+type sourceOptions struct {
+	through  func(beam.Scope, beam.PCollection) beam.PCollection // between the read and the count
+	atTarget func()                                              // runs once the last expected message was counted
+}
+
+// readWithSourceConfig is readWithSource with options set on cfg and opts.
+func readWithSourceConfig(ctx context.Context, e *env, c readCase, ps []pair, cfg pubsubio.ReadConfig, opts sourceOptions) (float64, error) {
 	run := ps[0].sub.ID
 	rc, forget := newRunCount(run, c.total())
 	defer forget()
+	rc.atTarget = opts.atTarget
 	cfg.Subscriptions = subsOf(ps)
 	cfg.Splits = c.splitsPerSub * c.subs
 	raiseBudgetToStreams(&cfg, c)
@@ -218,6 +229,9 @@ func readWithSourceConfig(ctx context.Context, e *env, c readCase, ps []pair, cf
 	cfg.Connection = e.conn
 	p, s := beam.NewPipelineWithRoot()
 	msgs := pubsubio.Read(s, cfg)
+	if opts.through != nil {
+		msgs = opts.through(s, msgs)
+	}
 	endStage(s, beam.ParDo(s, &countMessagesFn{Run: run}, msgs))
 	if err := beamx.Run(ctx, p); err != nil {
 		return 0, fmt.Errorf("source pipeline: %w", err)
@@ -235,7 +249,7 @@ const prototypeStreams = 10
 // prototype at equal means, since the emulator serves each stream at a
 // fixed rate.
 func readWithSourceAtPrototypeStreams(ctx context.Context, e *env, c readCase, ps []pair) (float64, error) {
-	return readWithSourceConfig(ctx, e, c, ps, pubsubio.ReadConfig{ParallelPullCount: prototypeStreams})
+	return readWithSourceConfig(ctx, e, c, ps, pubsubio.ReadConfig{ParallelPullCount: prototypeStreams}, sourceOptions{})
 }
 
 // raiseBudgetToStreams raises the buffer budget, where the defaults are

@@ -42,7 +42,7 @@ func measureScaling(ctx context.Context, e *env, size, messages, scalingRuns int
 			if err := e.backlog(ctx, ps, pt.c.messages, pt.c.size); err != nil {
 				return nil, err
 			}
-			s, err := measured("source", pt.c.total(), func() (float64, error) { return readWithSourceConfig(ctx, e, pt.c, ps, pt.cfg) })
+			s, err := measured("source", pt.c.total(), func() (float64, error) { return readWithSourceConfig(ctx, e, pt.c, ps, pt.cfg, sourceOptions{}) })
 			e.drop(ctx, ps)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", pt.name, err)

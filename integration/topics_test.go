@@ -1,0 +1,176 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/api/iterator"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/pubsubio/beam-pubsubio/integration/emulator"
+	"github.com/pubsubio/beam-pubsubio/pubsubio"
+)
+
+// Reading topics end to end on Prism against the emulator: the prepare
+// step creates the read's own subscription, a bounded read deletes it once
+// done, an unbounded one leaves it.
+
+// A bounded read of two topics reads what is published once their
+// subscriptions exist, then deletes the one it created and leaves the one
+// that already existed under its name (made outside, without the read's
+// label): it deletes nothing it did not create.
+func TestReadTopicBoundedDeletesItsSubscription(t *testing.T) {
+	e := emulator.Require(t)
+	client := e.Client(t)
+	topic, taken := e.CreateTopic(t, "topic-bounded"), e.CreateTopic(t, "topic-taken")
+	name := fmt.Sprintf("nightly-%d", os.Getpid())
+	existing := createSubscriptionNamed(t, e, client, pubsubio.SubscriptionOf(e.Project, name+"-"+taken.ID), taken)
+	const n = 100
+	p, bucket := readInto(t, pubsubio.ReadConfig{
+		Topics:             []pubsubio.Topic{topic, taken},
+		TopicSubscriptions: pubsubio.TopicSubscriptionOptions{Name: name},
+		MaxMessages:        n,
+		Connection:         pubsubio.Connection{EmulatorEndpoint: e.Endpoint},
+	}, nil)
+	r := runInBackground(p, 3*time.Minute)
+	sub := awaitTopicSubscription(t, client, topic, r)
+	if want := pubsubio.SubscriptionOf(e.Project, name+"-"+topic.ID); sub != want {
+		t.Errorf("the read created %s, want %s", sub, want)
+	}
+	ids, takenIDs := e.Publish(t, topic, n, 64, nil), e.Publish(t, taken, n, 64, nil)
+	r.wait(t, 3*time.Minute)
+	if r.err != nil {
+		t.Fatalf("pipeline failed: %v", r.err)
+	}
+	wantAll(t, "the topic's subscription", bucket, sub, ids)
+	wantAll(t, "the subscription that existed", bucket, existing, takenIDs)
+	_, err := client.SubscriptionAdminClient.GetSubscription(context.Background(), &pubsubpb.GetSubscriptionRequest{Subscription: sub.String()})
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("%s after the bounded read: %v, want NOT_FOUND (deleted)", sub, err)
+	}
+	if got := describe(t, client, existing); got.GetTopic() != taken.String() {
+		t.Errorf("%s after the bounded read is on %s, want it left on %s", existing, got.GetTopic(), taken)
+	}
+	if got := counter(r.res, "subscriptions_deleted"); got != 1 {
+		t.Errorf("subscriptions_deleted %d, want 1", got)
+	}
+}
+
+// A read whose own subscription for a topic exists on another topic fails
+// at prepare, naming both topics, and leaves that subscription alone.
+func TestReadTopicSubscriptionOnAnotherTopicFails(t *testing.T) {
+	e := emulator.Require(t)
+	client := e.Client(t)
+	topic, elsewhere := e.CreateTopic(t, "topic-asked"), e.CreateTopic(t, "topic-elsewhere")
+	name := fmt.Sprintf("clash-%d", os.Getpid())
+	clash := createSubscriptionNamed(t, e, client, pubsubio.SubscriptionOf(e.Project, name+"-"+topic.ID), elsewhere)
+	p, _ := readInto(t, pubsubio.ReadConfig{
+		Topics:             []pubsubio.Topic{topic},
+		TopicSubscriptions: pubsubio.TopicSubscriptionOptions{Name: name},
+		IdleTimeout:        5 * time.Second,
+		Connection:         pubsubio.Connection{EmulatorEndpoint: e.Endpoint},
+	}, nil)
+	err := runFails(t, p)
+	wantInError(t, err, clash.String(), fmt.Sprintf("it is on topic %q", elsewhere.String()), "for topic "+topic.String())
+	if got := describe(t, client, clash); got.GetTopic() != elsewhere.String() {
+		t.Errorf("%s after the failed read is on %s, want it left on %s", clash, got.GetTopic(), elsewhere)
+	}
+}
+
+// An unbounded read of a topic creates a subscription of its own with a
+// generated name, labelled and expiring a day after its last reader went
+// away, and leaves it when the job stops.
+func TestReadTopicUnboundedLeavesItsSubscription(t *testing.T) {
+	e := emulator.Require(t)
+	client := e.Client(t)
+	topic := e.CreateTopic(t, "topic-unbounded")
+	p, bucket := readInto(t, pubsubio.ReadConfig{
+		Topics:     []pubsubio.Topic{topic},
+		Connection: pubsubio.Connection{EmulatorEndpoint: e.Endpoint},
+	}, nil)
+	r := runInBackground(p, 3*time.Minute)
+	sub := awaitTopicSubscription(t, client, topic, r)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = client.SubscriptionAdminClient.DeleteSubscription(ctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: sub.String()})
+	})
+	ids := e.Publish(t, topic, 3, 64, nil)
+	awaitProgress(t, r, bucket, len(ids), time.Minute)
+	r.cancel()
+	r.wait(t, time.Minute)
+	wantAll(t, "the topic's subscription", bucket, sub, ids)
+
+	got := describe(t, client, sub) // it outlived the job
+	name := strings.TrimSuffix(sub.ID, "-"+topic.ID)
+	if labels := got.GetLabels(); labels["created-by"] != "pubsubio" || labels["pubsubio-name"] != name || !strings.HasPrefix(name, "pubsubio-") {
+		t.Errorf("%s has labels %v, want created-by=pubsubio and pubsubio-name=%s (generated: pubsubio-...)", sub, labels, name)
+	}
+	if ttl := got.GetExpirationPolicy().GetTtl().AsDuration(); ttl != 24*time.Hour {
+		t.Errorf("%s expires after %v without a reader, want 24h", sub, ttl)
+	}
+	if ret := got.GetMessageRetentionDuration().AsDuration(); ret != 24*time.Hour {
+		t.Errorf("%s retains messages for %v, want 24h", sub, ret)
+	}
+}
+
+// awaitTopicSubscription waits until topic has a subscription, which the
+// running job r creates, and returns it: the job's messages are only those
+// published after that. It fails the test if the job ends first or a
+// minute passes.
+func awaitTopicSubscription(t *testing.T, client *pubsub.Client, topic pubsubio.Topic, r *pipelineRun) pubsubio.Subscription {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		it := client.TopicAdminClient.ListTopicSubscriptions(ctx, &pubsubpb.ListTopicSubscriptionsRequest{Topic: topic.String()})
+		name, err := it.Next()
+		cancel()
+		if err == nil {
+			sub, perr := pubsubio.ParseSubscription(name)
+			if perr != nil {
+				t.Fatal(perr)
+			}
+			return sub
+		}
+		if err != iterator.Done {
+			t.Logf("listing the subscriptions of %s: %v", topic, err)
+		}
+		select {
+		case <-r.done:
+			t.Fatalf("the job ended (after %v: %v) before %s had a subscription", r.took, r.err, topic)
+		case <-tick.C:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s has no subscription a minute after the job started", topic)
+		}
+	}
+}
+
+// createSubscriptionNamed creates sub on topic as something other than a
+// read would, without labels, and deletes it when the test ends.
+func createSubscriptionNamed(t *testing.T, e *emulator.Emulator, client *pubsub.Client, sub pubsubio.Subscription, topic pubsubio.Topic) pubsubio.Subscription {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub.String(), Topic: topic.String()}); err != nil {
+		t.Fatalf("creating %s on %s: %v", sub, topic, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := client.SubscriptionAdminClient.DeleteSubscription(ctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: sub.String()}); err != nil {
+			t.Logf("deleting %s on %s: %v", sub, e.Endpoint, err)
+		}
+	})
+	return sub
+}

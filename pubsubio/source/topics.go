@@ -1,0 +1,256 @@
+package source
+
+import (
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+)
+
+// TopicSubscriptionOptions name and configure the subscriptions a read
+// creates for Config.Topics. The zero value is a good default: a name
+// generated at construction, the labels below, and a subscription that
+// expires a day after its last reader went away.
+type TopicSubscriptionOptions struct {
+	// Name names the subscriptions: topic T's is
+	// projects/<T's project>/subscriptions/<Name>-<T's ID>. Give one to keep
+	// an unbounded job's subscriptions across redeployments: a new job with
+	// the same Name reads on where the old one stopped. Share it with no
+	// other job: two jobs reading one subscription split its messages. If
+	// empty, a name is generated when the pipeline is built,
+	// "pubsubio-" and 10 random characters, so every construction reads
+	// from subscriptions of its own.
+	Name string
+
+	// Create is how the subscriptions are created; Create.Topic must be
+	// left empty (each topic of Topics fills it). If ExpirationTTL and
+	// NeverExpire are unset, DefaultTopicSubscriptionTTL (1 day, Pub/Sub's
+	// minimum) is used, so the subscription of a job that died does not
+	// outlive it by long; and MessageRetention, if unset, is then the TTL
+	// (Pub/Sub requires the TTL to be at least the retention). Labels are
+	// added to created-by=pubsubio, pubsubio-name=<Name>,
+	// pubsubio-read=<an ID generated at construction> and, with the
+	// --job_name flag, pubsubio-job=<job name>, so an operator can find
+	// them (README, Reading topics); those keys are reserved. A bounded
+	// read deletes only subscriptions carrying its own pubsubio-read label:
+	// one that already existed under the name is read and left.
+	Create SubscriptionCreateOptions
+}
+
+// DefaultTopicSubscriptionTTL is the expiration TTL of the subscriptions a
+// read creates for topics: Pub/Sub's minimum.
+const DefaultTopicSubscriptionTTL = minExpirationTTL
+
+// The labels every subscription created for a topic carries. labelRead's
+// value is generated once per construction: it marks the subscriptions
+// this read created, which are the only ones its cleanup deletes.
+const (
+	labelCreatedBy      = "created-by"
+	labelCreatedByValue = "pubsubio"
+	labelName           = "pubsubio-name"
+	labelJob            = "pubsubio-job"
+	labelRead           = "pubsubio-read"
+)
+
+// reservedLabels are the label keys the read sets itself.
+var reservedLabels = []string{labelCreatedBy, labelName, labelJob, labelRead}
+
+// ownedSubscriptions are the subscriptions a read creates for its topics,
+// in the order of Topics, and the value of labelRead it creates them with.
+// The prepare and cleanup steps get them as a field of their own (a
+// DoFn's Config travels without its unexported fields): the prepare step
+// checks each one's topic, and the cleanup deletes those that carry Label.
+type ownedSubscriptions struct {
+	Subscriptions []model.Subscription
+	Label         string
+}
+
+// generatedNamePrefix starts every generated TopicSubscriptions.Name.
+const generatedNamePrefix = "pubsubio-"
+
+// maxSubscriptionID is Pub/Sub's longest subscription ID.
+const maxSubscriptionID = 255
+
+// withTopics returns cfg with a subscription for each of its Topics added
+// to Subscriptions and its creation to Setup, Topics cleared and the added
+// subscriptions in owned; or what is wrong with Topics and
+// TopicSubscriptions. It generates TopicSubscriptions.Name when it is
+// empty, and the read's labelRead value: this runs once per construction,
+// and both travel to the workers inside the configuration.
+func (cfg Config) withTopics() (Config, []error) {
+	if len(cfg.Topics) == 0 {
+		if len(cfg.owned.Subscriptions) == 0 && !cfg.TopicSubscriptions.isZero() {
+			return cfg, []error{errors.New("TopicSubscriptions is set but Topics is empty, so it would configure nothing; add the topics to read, or drop it")}
+		}
+		return cfg, nil
+	}
+	o := &cfg.TopicSubscriptions
+	if o.Name == "" {
+		o.Name = generatedNamePrefix + randomID()
+	}
+	errs := reservedLabelErrors(o.Create.Labels)
+	label := randomID()
+	o.Create = o.Create.withTopicDefaults(o.Name, label)
+	errs = append(errs, cfg.validateTopics()...)
+	if len(errs) > 0 {
+		return cfg, errs
+	}
+	cfg.owned = ownedSubscriptions{Subscriptions: cfg.topicSubscriptions(), Label: label}
+	setup := make([]SubscriptionSetup, len(cfg.Topics))
+	for i, t := range cfg.Topics {
+		setup[i] = SubscriptionSetup{Subscription: cfg.owned.Subscriptions[i], Create: o.Create}
+		setup[i].Create.Topic = t
+	}
+	cfg.Subscriptions = slices.Concat(cfg.Subscriptions, cfg.owned.Subscriptions)
+	cfg.Setup = slices.Concat(cfg.Setup, setup)
+	cfg.Topics = nil
+	return cfg, nil
+}
+
+// topicSubscriptions are the subscriptions of cfg.Topics, in their order.
+func (cfg Config) topicSubscriptions() []model.Subscription {
+	subs := make([]model.Subscription, len(cfg.Topics))
+	for i, t := range cfg.Topics {
+		subs[i] = topicSubscription(cfg.TopicSubscriptions.Name, t)
+	}
+	return subs
+}
+
+// topicSubscription is the subscription a read named name creates for t.
+func topicSubscription(name string, t model.Topic) model.Subscription {
+	return model.SubscriptionOf(t.Project, name+"-"+t.ID)
+}
+
+// validateTopics checks Topics and TopicSubscriptions, naming them.
+func (cfg Config) validateTopics() []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	o := cfg.TopicSubscriptions
+	if !o.Create.Topic.IsZero() {
+		bad("TopicSubscriptions.Create.Topic is %s, but each topic of Topics fills it in; leave it empty", o.Create.Topic)
+	}
+	listed := map[model.Subscription]bool{}
+	for _, s := range cfg.Subscriptions {
+		listed[s] = true
+	}
+	ok := uniqueValid("Topics", "topic", cfg.Topics, bad)
+	seenErr := map[string]bool{}
+	for i, t := range cfg.Topics {
+		if !ok[i] {
+			continue
+		}
+		sub := topicSubscription(o.Name, t)
+		invalid := sub.Validate()
+		switch {
+		case len(sub.ID) > maxSubscriptionID:
+			bad("Topics[%d]: its subscription ID %q would be %d characters, over Pub/Sub's %d; shorten TopicSubscriptions.Name", i, text.Truncate(sub.ID, maxQuotedValue), len(sub.ID), maxSubscriptionID)
+			continue
+		case invalid != nil:
+			bad("TopicSubscriptions.Name %q does not make a valid subscription name for %s: %w", text.Truncate(o.Name, maxQuotedValue), t, invalid)
+			continue
+		case listed[sub]:
+			bad("Topics[%d]: its subscription %s is also listed in Subscriptions; read it one way only", i, sub)
+		}
+		create := o.Create
+		create.Topic = t
+		field := "TopicSubscriptions.Create"
+		// The same option is wrong for every topic: say it once.
+		for _, err := range append(create.validate(field), createRejection(cfg, field, sub, create)...) {
+			if msg := err.Error(); !seenErr[msg] {
+				seenErr[msg] = true
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errs
+}
+
+// wrongTopic returns why desc, the live subscription name, cannot be this
+// read's subscription for its topic: it receives another topic's messages,
+// or none (its topic was deleted: Pub/Sub then reports "_deleted-topic_").
+// It returns nil when name is not one of the read's topic subscriptions,
+// or is on the topic the read creates it for.
+func (cfg Config) wrongTopic(name string, desc *pubsubpb.Subscription) error {
+	for _, sub := range cfg.owned.Subscriptions {
+		if sub.String() != name {
+			continue
+		}
+		want := cfg.setupFor(sub).Create.Topic
+		if desc.GetTopic() == want.String() {
+			return nil
+		}
+		return fmt.Errorf("subscription %s cannot be read: it is on topic %q, but this read names its subscription for topic %s so (TopicSubscriptions.Name %q, then the topic's ID): "+
+			"it is not a subscription of that topic, and reading it would read another topic's messages, or none if its topic was deleted; "+
+			"give the read another TopicSubscriptions.Name, or delete the subscription",
+			name, desc.GetTopic(), want, cfg.TopicSubscriptions.Name)
+	}
+	return nil
+}
+
+// createdBy reports whether desc carries o's labelRead: whether this read
+// created it.
+func (o ownedSubscriptions) createdBy(desc *pubsubpb.Subscription) bool {
+	return o.Label != "" && desc.GetLabels()[labelRead] == o.Label
+}
+
+// isZero reports whether no option is set.
+func (o TopicSubscriptionOptions) isZero() bool { return o.Name == "" && o.Create.IsZero() }
+
+// reservedLabelErrors names each of labels, the user's
+// TopicSubscriptions.Create.Labels, whose key the read sets itself.
+func reservedLabelErrors(labels map[string]string) []error {
+	var errs []error
+	for _, k := range reservedLabels {
+		if v, ok := labels[k]; ok {
+			errs = append(errs, fmt.Errorf("TopicSubscriptions.Create.Labels[%q] = %q: the key is reserved, the read sets it on the subscriptions it creates "+
+				"(README, Reading topics; %s=<an ID of this read> is how a bounded read tells the subscriptions it may delete); use another key", k, text.Truncate(v, maxQuotedValue), labelRead))
+		}
+	}
+	return errs
+}
+
+// withTopicDefaults fills the options a read's own subscriptions get by
+// default: the shortest expiration Pub/Sub allows, a retention within it,
+// and the labels that say who made them; read is this construction's
+// labelRead value.
+func (o SubscriptionCreateOptions) withTopicDefaults(name, read string) SubscriptionCreateOptions {
+	if o.ExpirationTTL == 0 && !o.NeverExpire {
+		o.ExpirationTTL = DefaultTopicSubscriptionTTL
+	}
+	if o.MessageRetention == 0 && o.ExpirationTTL > 0 && o.ExpirationTTL < defaultSubscriptionRetain {
+		o.MessageRetention = max(o.ExpirationTTL, minSubscriptionRetain)
+	}
+	labels := maps.Clone(o.Labels) // never the caller's map
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[labelCreatedBy] = labelCreatedByValue
+	labels[labelName] = labelValue(name)
+	labels[labelRead] = read
+	if job := flag.Lookup("job_name"); job != nil && job.Value.String() != "" {
+		labels[labelJob] = labelValue(job.Value.String())
+	}
+	o.Labels = labels
+	return o
+}
+
+// randomID is 10 random lowercase letters and digits (50 bits): no other
+// construction makes the same.
+func randomID() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+	var b [10]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	var s strings.Builder
+	for _, c := range b {
+		s.WriteByte(alphabet[c%32])
+	}
+	return s.String()
+}
