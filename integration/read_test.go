@@ -99,6 +99,12 @@ func TestReadAcksOnlyCommittedBundles(t *testing.T) {
 		}
 	}
 
+	// A message the server had sent on the first job's stream as the
+	// release cancelled it never reached the client, so nobody can give it
+	// back: it returns when its 10 s ack deadline lapses (in one CI run 3
+	// of 150 did). The second run waits that out before it may end idle;
+	// MaxMessages ends it as soon as everything was read.
+	cfg.IdleTimeout = 15 * time.Second
 	p, bucket := readInto(t, cfg, nil)
 	res, err := beamx.RunWithMetrics(context.Background(), p)
 	if err != nil {
