@@ -81,7 +81,12 @@ func TestReadAcksOnlyCommittedBundles(t *testing.T) {
 		MaxMessages:   n,
 		IdleTimeout:   5 * time.Second,
 		LeaseIdle:     time.Second, // the failed job's split gives its messages back
-		Connection:    pubsubio.Connection{EmulatorEndpoint: e.Endpoint},
+		// Bounds the stream's ack deadline, and so how long what pstest
+		// sent on the released stream, and its client never read, stays
+		// out: 10 s, not the client's 60 s (as in
+		// TestReadCancelledGivesBackUncommitted).
+		MaxDurationPerAckExtension: 10 * time.Second,
+		Connection:                 pubsubio.Connection{EmulatorEndpoint: e.Endpoint},
 	}
 
 	marker := t.Name()
@@ -101,10 +106,11 @@ func TestReadAcksOnlyCommittedBundles(t *testing.T) {
 
 	// A message the server had sent on the first job's stream as the
 	// release cancelled it never reached the client, so nobody can give it
-	// back: it returns when its 10 s ack deadline lapses (in one CI run 3
-	// of 150 did). The second run waits that out before it may end idle;
-	// MaxMessages ends it as soon as everything was read.
-	cfg.IdleTimeout = 15 * time.Second
+	// back: it returns when the stream's ack deadline (10 s, above) lapses
+	// (in two CI runs 3 of 150 were out). The second run waits that out
+	// before it may end idle; MaxMessages ends it as soon as everything
+	// was read.
+	cfg.IdleTimeout = 20 * time.Second
 	p, bucket := readInto(t, cfg, nil)
 	res, err := beamx.RunWithMetrics(context.Background(), p)
 	if err != nil {
