@@ -15,11 +15,15 @@ import (
 
 const project = "pubsubio-bench"
 
-// env is the emulator the contenders share.
+// env is the Pub/Sub server the contenders share, and where their
+// pipelines run.
 type env struct {
 	conn   connection.Settings
 	client *pubsub.Client
 	seq    int
+	// jobServer is a standalone Prism's endpoint; if empty, pipelines run
+	// on Prism in this process (env.run).
+	jobServer string
 }
 
 func newEnv(ctx context.Context, endpoint string) (*env, error) {

@@ -7,6 +7,7 @@
 //	go run ./scripts/bench                           # everything, own emulator
 //	go run ./scripts/bench --cases=write --runs=5    # one part
 //	go run ./scripts/bench --cases=typed             # Decode and Encode; no emulator
+//	go run ./scripts/bench --cases=saturation        # where the server is not the bottleneck
 //
 // It exits 2 when a ratio falls below its target, naming it.
 package main
@@ -71,6 +72,9 @@ var (
 
 func main() {
 	flag.Parse()
+	if *satServeFlag {
+		os.Exit(serveSaturation())
+	}
 	beam.Init()
 	os.Exit(run(context.Background()))
 }
@@ -98,7 +102,7 @@ func run(ctx context.Context) int {
 			}
 			defer e.Stop()
 			ep = e.Endpoint
-			emulatorGroup = e.PID()
+			serverGroup = e.PID()
 		}
 		var err error
 		if env, err = newEnv(ctx, ep); err != nil {
@@ -179,6 +183,13 @@ func run(ctx context.Context) int {
 				return fail(err)
 			}
 			report.WriteString(r)
+		case "saturation":
+			r, missed, err := measureSaturation(ctx)
+			if err != nil {
+				return fail(err)
+			}
+			report.WriteString(r)
+			misses = append(misses, missed...)
 		case "dedup":
 			r, err := measureDedup(ctx, env, *dedupMessages, *dedupSize)
 			if err != nil {
@@ -195,7 +206,7 @@ func run(ctx context.Context) int {
 				fmt.Fprintln(&report, r)
 			}
 		default:
-			if err := fmt.Errorf("unknown case %q in --cases; use read, write, latency, scaling, memory, stages, typed, dedup", what); err != nil {
+			if err := fmt.Errorf("unknown case %q in --cases; use read, write, latency, scaling, memory, stages, typed, dedup, saturation", what); err != nil {
 				return fail(err)
 			}
 		}
@@ -231,10 +242,10 @@ func run(ctx context.Context) int {
 }
 
 // needsEmulator reports whether any of cases runs against the emulator:
-// stages and typed do not.
+// stages, typed and saturation do not.
 func needsEmulator(cases string) bool {
 	for _, c := range strings.Split(cases, ",") {
-		if c = strings.TrimSpace(c); c != "stages" && c != "typed" {
+		if c = strings.TrimSpace(c); c != "stages" && c != "typed" && c != "saturation" {
 			return true
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"runtime/pprof"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -15,7 +17,8 @@ import (
 type sample struct {
 	rate     float64       // messages per second
 	cpu      time.Duration // this process's CPU per message
-	emulator time.Duration // the emulator's CPU per message (0: not measured)
+	emulator time.Duration // the Pub/Sub server's CPU per message (0: not measured)
+	runner   time.Duration // a standalone Prism's CPU per message (0: none)
 	allocs   float64       // heap allocations per message in this process
 }
 
@@ -25,29 +28,77 @@ type sample struct {
 // The run's goroutines carry the pprof label contender=who, so a
 // --cpuprofile can be narrowed to one contender with -tagfocus (Prism's
 // long-lived goroutines carry the label of the run that started it).
+// While steady is set, only the run's steady state counts.
 func measured(who string, n int, f func() (float64, error)) (sample, error) {
-	cpu0, allocs0, emu0 := usage()
+	if steady != nil {
+		steady = &window{}
+	}
+	from := now()
 	var rate float64
 	var err error
 	pprof.Do(context.Background(), pprof.Labels("contender", who), func(context.Context) { rate, err = f() })
-	cpu1, allocs1, emu1 := usage()
+	to := now()
 	if err != nil {
 		return sample{}, err
 	}
+	if steady != nil && steady.complete() {
+		from, to = steady.from, steady.to
+	}
 	return sample{
 		rate:     rate,
-		cpu:      (cpu1 - cpu0) / time.Duration(n),
-		emulator: (emu1 - emu0) / time.Duration(n),
-		allocs:   float64(allocs1-allocs0) / float64(n),
+		cpu:      (to.cpu - from.cpu) / time.Duration(n),
+		emulator: (to.server - from.server) / time.Duration(n),
+		runner:   (to.runner - from.runner) / time.Duration(n),
+		allocs:   float64(to.mallocs-from.mallocs) / float64(n),
 	}, nil
 }
 
-func usage() (cpu time.Duration, mallocs uint64, emulator time.Duration) {
+// snapshot is what this process, the server and a standalone Prism have
+// spent so far.
+type snapshot struct {
+	cpu, server, runner time.Duration
+	mallocs             uint64
+}
+
+func now() snapshot {
+	cpu, mallocs := usage()
+	return snapshot{cpu: cpu, mallocs: mallocs, server: groupCPU(serverGroup), runner: groupCPU(runnerGroup)}
+}
+
+// steady, when set, makes measured count a run's steady state only: from
+// its first message to its last (the contenders mark both with
+// steady.begin and steady.end), so the start-up and shutdown of a
+// pipeline, a constant whatever the run's length, do not weigh on the
+// figures per message. The saturation cases set it.
+var steady *window
+
+// window is one run's steady state. Its methods do nothing on nil.
+type window struct {
+	begun, ended sync.Once
+	from, to     snapshot
+	done         atomic.Bool
+}
+
+func (w *window) begin() {
+	if w != nil {
+		w.begun.Do(func() { w.from = now() })
+	}
+}
+
+func (w *window) end() {
+	if w != nil {
+		w.ended.Do(func() { w.to = now(); w.done.Store(true) })
+	}
+}
+
+func (w *window) complete() bool { return w.done.Load() && w.from.cpu > 0 }
+
+func usage() (cpu time.Duration, mallocs uint64) {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ms.Mallocs, emulatorCPU()
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ms.Mallocs
 }
 
 // contender is one side of a comparison, run by run.
@@ -84,6 +135,10 @@ func (c contender) cpu() time.Duration {
 
 func (c contender) emulatorCPU() time.Duration {
 	return time.Duration(median(c.each(func(s sample) float64 { return float64(s.emulator) })))
+}
+
+func (c contender) runnerCPU() time.Duration {
+	return time.Duration(median(c.each(func(s sample) float64 { return float64(s.runner) })))
 }
 
 func (c contender) allocs() float64 {

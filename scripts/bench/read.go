@@ -126,8 +126,11 @@ func readRawStreams(ctx context.Context, e *env, c readCase, ps []pair, rs pubsu
 				errs <- s.Receive(ctx, func(_ context.Context, m *pubsub.Message) {
 					m.Ack()
 					now := time.Now()
-					first.CompareAndSwap(nil, &now)
+					if first.CompareAndSwap(nil, &now) {
+						steady.begin()
+					}
 					if got.Add(1) == int64(c.total()) {
+						steady.end()
 						once.Do(func() { end = time.Now(); cancel() })
 					}
 				})
@@ -171,8 +174,11 @@ func countOne(run string) {
 	v, _ := counts.Load(run)
 	rc := v.(*runCount)
 	now := time.Now()
-	rc.first.CompareAndSwap(nil, &now)
+	if rc.first.CompareAndSwap(nil, &now) {
+		steady.begin()
+	}
 	if rc.n.Add(1) == rc.target {
+		steady.end()
 		rc.end = time.Now()
 		if rc.atTarget != nil {
 			rc.atTarget()
@@ -233,7 +239,7 @@ func readWithSourceConfig(ctx context.Context, e *env, c readCase, ps []pair, cf
 		msgs = opts.through(s, msgs)
 	}
 	endStage(s, beam.ParDo(s, &countMessagesFn{Run: run}, msgs))
-	if err := beamx.Run(ctx, p); err != nil {
+	if err := e.run(ctx, p); err != nil {
 		return 0, fmt.Errorf("source pipeline: %w", err)
 	}
 	return rc.rate()

@@ -64,12 +64,12 @@ func stageRun(ctx context.Context, delay time.Duration, build func(beam.Scope, p
 	}
 	p, s := beam.NewPipelineWithRoot()
 	build(s, pubsubio.Connection{EmulatorEndpoint: srv.Addr}, topic)
-	cpu0, _, _ := usage()
+	cpu0, _ := usage()
 	start := time.Now()
 	if err := beamx.Run(ctx, p); err != nil {
 		return 0, 0, err
 	}
-	cpu1, _, _ := usage()
+	cpu1, _ := usage()
 	if len(srv.Messages()) != 1 {
 		return 0, 0, errors.New("the message was not published")
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/examples/native_wordcap/nativepubsubio"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/pubsubio/beam-pubsubio/integration/emulator"
 	"github.com/pubsubio/beam-pubsubio/pubsubio"
@@ -29,8 +28,9 @@ func init() {
 // writeCase is one cell of the write matrix.
 type writeCase struct {
 	size, topics int
-	messages     int // in all, spread round-robin over the topics
-	protoMsgs    int // for Beam's prototype writer, which publishes one at a time
+	messages     int  // in all, spread round-robin over the topics
+	skewed       bool // spread by destinationsOf's skew instead
+	protoMsgs    int  // for Beam's prototype writer, which publishes one at a time
 }
 
 func (c writeCase) String() string {
@@ -88,6 +88,7 @@ func writeRaw(ctx context.Context, e *env, c writeCase, ps []pair) (float64, err
 		pubs = append(pubs, pub)
 	}
 	start := time.Now()
+	steady.begin()
 	results := make([]*pubsub.PublishResult, c.messages)
 	for i := range results {
 		results[i] = pubs[i%len(pubs)].Publish(ctx, &pubsub.Message{Data: emulator.Payload(i, c.size)})
@@ -97,6 +98,7 @@ func writeRaw(ctx context.Context, e *env, c writeCase, ps []pair) (float64, err
 			return 0, fmt.Errorf("raw publish: %w", err)
 		}
 	}
+	steady.end()
 	return float64(c.messages) / time.Since(start).Seconds(), nil
 }
 
@@ -106,7 +108,9 @@ var starts sync.Map // run ID -> *atomic.Pointer[time.Time]
 func markStart(run string) {
 	v, _ := starts.Load(run)
 	now := time.Now()
-	v.(*atomic.Pointer[time.Time]).CompareAndSwap(nil, &now)
+	if v.(*atomic.Pointer[time.Time]).CompareAndSwap(nil, &now) {
+		steady.begin()
+	}
 }
 
 // generateFn emits the run's messages inside the pipeline, so the graph
@@ -116,12 +120,13 @@ type generateFn struct {
 	N      int
 	Size   int
 	Topics []pubsubio.Topic // round-robin destinations
+	Skewed bool             // destinationsOf's skew instead of round robin
 }
 
 func (f *generateFn) ProcessElement(_ []byte, emit func(pubsubio.Message)) {
 	markStart(f.Run)
-	for i := range f.N {
-		emit(pubsubio.Message{Data: emulator.Payload(i, f.Size), Topic: f.Topics[i%len(f.Topics)]})
+	for i, t := range destinationsOf(f.N, len(f.Topics), f.Skewed) {
+		emit(pubsubio.Message{Data: emulator.Payload(i, f.Size), Topic: f.Topics[t]})
 	}
 }
 
@@ -142,13 +147,14 @@ func (f *generatePayloadFn) ProcessElement(_ []byte, emit func([]byte)) {
 
 // runPipeline runs p and returns messages per second from the generator's
 // start to the pipeline's end (every publish confirmed).
-func runPipeline(ctx context.Context, run string, n int, p *beam.Pipeline) (float64, error) {
+func runPipeline(ctx context.Context, e *env, run string, n int, p *beam.Pipeline) (float64, error) {
 	start := &atomic.Pointer[time.Time]{}
 	starts.Store(run, start)
 	defer starts.Delete(run)
-	if err := beamx.Run(ctx, p); err != nil {
+	if err := e.run(ctx, p); err != nil {
 		return 0, err
 	}
+	steady.end()
 	return float64(n) / time.Since(*start.Load()).Seconds(), nil
 }
 
@@ -160,11 +166,11 @@ func writeWithSink(ctx context.Context, e *env, c writeCase, ps []pair) (float64
 func writeWithSinkConfig(ctx context.Context, e *env, c writeCase, ps []pair, cfg pubsubio.WriteConfig) (float64, error) {
 	run := ps[0].topic.ID
 	p, s := beam.NewPipelineWithRoot()
-	msgs := beam.ParDo(s, &generateFn{Run: run, N: c.messages, Size: c.size, Topics: topicsOf(ps)}, beam.Impulse(s))
+	msgs := beam.ParDo(s, &generateFn{Run: run, N: c.messages, Size: c.size, Topics: topicsOf(ps), Skewed: c.skewed}, beam.Impulse(s))
 	cfg.Topic = ps[0].topic
 	cfg.Connection = e.conn
 	pubsubio.Write(s, cfg, msgs)
-	rate, err := runPipeline(ctx, run, c.messages, p)
+	rate, err := runPipeline(ctx, e, run, c.messages, p)
 	if err != nil {
 		return 0, fmt.Errorf("sink pipeline: %w", err)
 	}
@@ -183,7 +189,7 @@ func writeWithPrototype(ctx context.Context, e *env, c writeCase, ps []pair) (fl
 		payloads := beam.ParDo(s, &generatePayloadFn{Run: run, N: c.protoMsgs, Size: c.size, Shard: i, NumShards: len(ps)}, beam.Impulse(s))
 		nativepubsubio.Write(ctx, s, payloads, project, pr.topic.ID)
 	}
-	rate, err := runPipeline(ctx, run, c.protoMsgs, p)
+	rate, err := runPipeline(ctx, e, run, c.protoMsgs, p)
 	if err != nil {
 		return 0, fmt.Errorf("prototype pipeline: %w", err)
 	}

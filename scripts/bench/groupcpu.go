@@ -8,20 +8,25 @@ import (
 	"time"
 )
 
-// emulatorGroup is the process group of the emulator this run started, 0
-// when it was given with --emulator. On a 2-core machine the emulator and
-// the contenders share the CPU, so what a contender makes the emulator do
-// (acks, lease extensions, redeliveries) is part of its cost.
-var emulatorGroup int
+// serverGroup is the process group of the Pub/Sub server of the cases
+// running now (the emulator this run started, or the saturation server), 0
+// when the emulator was given with --emulator. On a 2-core machine the
+// server and the contenders share the CPU, so what a contender makes the
+// server do (acks, lease extensions, redeliveries) is part of its cost.
+var serverGroup int
+
+// runnerGroup is the process group of a standalone Prism the cases running
+// now submit to, 0 when pipelines run on Prism in this process.
+var runnerGroup int
 
 // clockTicks is Linux's USER_HZ, the unit of /proc/PID/stat times: 100 on
 // every architecture Go supports on Linux.
 const clockTicks = 100
 
-// emulatorCPU is the CPU used so far by every process of the emulator's
-// group (its launcher script and the JVM), 0 when it is not ours.
-func emulatorCPU() time.Duration {
-	if emulatorGroup == 0 {
+// groupCPU is the CPU used so far by every process of the group (for the
+// emulator its launcher script and the JVM), 0 for group 0.
+func groupCPU(group int) time.Duration {
+	if group == 0 {
 		return 0
 	}
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
@@ -39,7 +44,7 @@ func emulatorCPU() time.Duration {
 		if len(f) < 13 {
 			continue
 		}
-		if pgrp, _ := strconv.Atoi(f[2]); pgrp != emulatorGroup {
+		if pgrp, _ := strconv.Atoi(f[2]); pgrp != group {
 			continue
 		}
 		utime, _ := strconv.ParseInt(f[11], 10, 64)

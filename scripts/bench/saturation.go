@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+)
+
+var (
+	satReadMessages    = flag.Int("sat_read_messages", 200000, "messages per read run of the saturation cases, 1 KiB")
+	satReadMessages16k = flag.Int("sat_read_messages_16k", 30000, "the same, 16 KiB")
+	satWriteMessages   = flag.Int("sat_write_messages", 200000, "messages per write run of the saturation cases, 1 KiB")
+	satWriteMessages64 = flag.Int("sat_write_messages_64k", 10000, "the same, 64 KiB")
+	satDestMessages    = flag.Int("sat_destination_messages", 30000, "messages per run of the many-destinations cases, 1 KiB")
+
+	satReadTarget      = flag.Float64("sat_read_target", 0.8, "lowest acceptable source/raw msg/s at saturation, worker out of process")
+	satInProcessTarget = flag.Float64("sat_in_process_target", 0.6, "lowest acceptable source/raw msg/s at saturation, Prism in process")
+	satReadCPUTarget   = flag.Float64("sat_read_cpu_target", 1.5, "highest acceptable worker/raw CPU per message read at saturation")
+	satAllocTarget     = flag.Float64("sat_alloc_target", 1.3, "highest acceptable worker/raw allocations per message read at saturation")
+	satWriteTarget     = flag.Float64("sat_write_target", 0.9, "lowest acceptable sink/raw msg/s at saturation, worker out of process")
+	satWriteCPUTarget  = flag.Float64("sat_write_cpu_target", 1.3, "highest acceptable worker/raw CPU per message written at saturation")
+	satDestTarget      = flag.Float64("sat_destinations_target", 0.5, "lowest acceptable msg/s of the sink over 300 topics, as a share of its msg/s over 20")
+)
+
+// satContender names a side of a saturation case and how it runs.
+type satContender struct {
+	name string
+	env  *env // the saturation server, pipelines in process or on the standalone Prism
+}
+
+// satRig is what the saturation cases run on: the saturation server and a
+// standalone Prism, each a process of its own, and two views of them
+// (pipelines on Prism in this process, or on the standalone Prism with
+// this process as the worker).
+type satRig struct {
+	server        *satProcess
+	prism         *prismProcess
+	local, worker *env
+}
+
+func startSatRig(ctx context.Context) (*satRig, error) {
+	srv, err := startSaturationServer()
+	if err != nil {
+		return nil, err
+	}
+	r := &satRig{server: srv}
+	if r.prism, err = startPrism(ctx); err != nil {
+		r.stop()
+		return nil, err
+	}
+	if r.local, err = newEnv(ctx, srv.endpoint); err != nil {
+		r.stop()
+		return nil, err
+	}
+	w := *r.local
+	w.jobServer = r.prism.endpoint
+	r.worker = &w
+	serverGroup, runnerGroup = srv.pid(), r.prism.pid()
+	steady = &window{}
+	return r, nil
+}
+
+func (r *satRig) stop() {
+	serverGroup, runnerGroup, steady = 0, 0, nil
+	if r.local != nil {
+		r.local.close()
+	}
+	if r.prism != nil {
+		r.prism.stop()
+	}
+	r.server.stop()
+}
+
+// verify waits, bounded, until the server saw every message of ps acked
+// and nothing leased, and fails unless each was acked exactly once.
+func (r *satRig) verify(ctx context.Context, ps []pair, want int) (satStats, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var sum satStats
+		for _, p := range ps {
+			st, err := r.server.statsOf(ctx, p.sub.String())
+			if err != nil {
+				return sum, err
+			}
+			sum.add(st)
+		}
+		settled := sum.Unacked == 0 && sum.Outstanding == 0
+		if settled || time.Now().After(deadline) {
+			if !settled || sum.AckedTwice > 0 || sum.Published != want {
+				return sum, fmt.Errorf("the server saw %d of %d messages published, %d acked, %d acked more than once, %d never acked, %d leased, %d leases expired", sum.Published, want, sum.Acked, sum.AckedTwice, sum.Unacked, sum.Outstanding, sum.Expired)
+			}
+			return sum, nil
+		}
+		select {
+		case <-ctx.Done():
+			return sum, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (s *satStats) add(o satStats) {
+	s.Published += o.Published
+	s.Acked += o.Acked
+	s.AckedTwice += o.AckedTwice
+	s.Unacked += o.Unacked
+	s.Deliveries += o.Deliveries
+	s.Expired += o.Expired
+	s.Nacks += o.Nacks
+	s.Extensions += o.Extensions
+	s.StaleAcks += o.StaleAcks
+	s.Outstanding += o.Outstanding
+	s.AckRequests += o.AckRequests
+	s.PullStreams += o.PullStreams
+	s.PublishCalls += o.PublishCalls
+}
+
+// measureSaturation runs the read, write and many-destinations cases
+// against the saturation server and returns their tables and every case
+// below its target.
+func measureSaturation(ctx context.Context) (string, []string, error) {
+	r, err := startSatRig(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	defer r.stop()
+	var report strings.Builder
+	var misses []string
+	fmt.Fprintf(&report, "\n== saturation (%d runs per contender, medians; CPU and allocations over each run's steady state)\n", *runs)
+	report.WriteString(satReadHeader)
+	for _, c := range satReadCases() {
+		if !strings.Contains(c.String(), *only) {
+			continue
+		}
+		row, missed, err := r.compareSatRead(ctx, c)
+		if err != nil {
+			return "", nil, err
+		}
+		report.WriteString(row)
+		misses = append(misses, missed...)
+	}
+	report.WriteString(satWriteHeader)
+	for _, c := range satWriteCases() {
+		if !strings.Contains(c.String(), *only) {
+			continue
+		}
+		row, missed, err := r.compareSatWrite(ctx, c)
+		if err != nil {
+			return "", nil, err
+		}
+		report.WriteString(row)
+		misses = append(misses, missed...)
+	}
+	table, missed, err := r.measureDestinations(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	report.WriteString(table)
+	misses = append(misses, missed...)
+	return report.String(), misses, nil
+}
+
+// judge adds to misses a description of every ratio past its bound: at
+// least when low is true, else at most.
+type judgement struct {
+	what   string
+	ratio  float64
+	target float64
+	atMost bool
+}
+
+func judge(name string, js ...judgement) []string {
+	var misses []string
+	for _, j := range js {
+		if j.ratio == 0 {
+			continue // a side did not run
+		}
+		if (j.atMost && j.ratio > j.target) || (!j.atMost && j.ratio < j.target) {
+			rel := ">="
+			if j.atMost {
+				rel = "<="
+			}
+			misses = append(misses, fmt.Sprintf("%s: %s %.2f, target %s %.2f", name, j.what, j.ratio, rel, j.target))
+		}
+	}
+	return misses
+}
+
+// per is a/b, 0 when either is missing.
+func per(a, b float64) float64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	return a / b
+}
