@@ -11,7 +11,8 @@ import (
 // Publishers are created lazily per destination and owned by the writer,
 // in an LRU bounded by MaxActivePublishers. Writer ownership (rather than a
 // process-wide cache) gives each publisher a deterministic end: eviction or
-// Teardown, never a job's leftovers in a shared worker.
+// Teardown, never a job's leftovers in a shared worker. Eviction happens
+// once per group of messages (grouping.go), never once per message.
 
 // destination returns the publisher for topic, creating it (and making room
 // for it) when needed.
