@@ -12,18 +12,23 @@ const admissionGrace = 10 * time.Millisecond
 
 // admit returns once a message of size bytes fits under the in-flight caps.
 //
-// A message counts from the moment a publisher accepts it, which is before
-// it goes anywhere, so at a cap everything in flight may still sit in the
-// client's batchers. If no verdict makes room within admissionGrace, the
-// wait sends what they hold: otherwise the batch delay would be part of
-// every wait at the cap, and a delay longer than PublishProgressTimeout
-// would fail a healthy topic. It does not flush at once: verdicts arrive a
-// few at a time, and flushing after each would send every batch nearly
-// empty (BENCHMARKS.md has the measurement).
+// A message counts from the moment it is accepted, which is before it goes
+// anywhere, so at a cap everything may still sit in the client's batchers
+// or in groups (grouping.go). If no verdict makes room within
+// admissionGrace, the wait publishes the groups and sends what the
+// batchers hold: otherwise the batch delay would be part of every wait at
+// the cap, a delay longer than PublishProgressTimeout would fail a healthy
+// topic, and grouped messages would never leave. It does not flush at
+// once: verdicts arrive a few at a time, and flushing after each would
+// send every batch nearly empty (BENCHMARKS.md has the measurement). With
+// nothing sent, no verdict can come, so it does not wait for one either.
 func (w *writer) admit(ctx context.Context, size int64) error {
 	fits := func() bool { return w.fits(size) }
-	if fits() || w.waitBriefly(ctx, admissionGrace, fits) {
+	if fits() || (w.inflightMsgs > 0 && w.waitBriefly(ctx, admissionGrace, fits)) {
 		return nil
+	}
+	if err := w.publishGroups(ctx); err != nil {
+		return err
 	}
 	w.flushAll()
 	return w.waitFor(ctx, "waiting for room under MaxInFlightMessages/MaxInFlightBytes", fits)
@@ -54,11 +59,12 @@ func (w *writer) waitBriefly(ctx context.Context, d time.Duration, done func() b
 
 // fits is the admission predicate. It is checked before the publish, not
 // against the message's own size alone: a message larger than
-// MaxInFlightBytes is admitted when nothing is in flight, because with
-// nothing in flight no completion can ever make room for it.
+// MaxInFlightBytes is admitted when nothing is in flight or grouped,
+// because then no completion can ever make room for it.
 func (w *writer) fits(size int64) bool {
-	if w.inflightMsgs == 0 {
+	msgs, bytes := w.accepted()
+	if msgs == 0 {
 		return true
 	}
-	return w.inflightMsgs < w.cfg.MaxInFlightMessages && w.inflightBytes+size <= w.cfg.MaxInFlightBytes
+	return msgs < w.cfg.MaxInFlightMessages && bytes+size <= w.cfg.MaxInFlightBytes
 }

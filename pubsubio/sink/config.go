@@ -111,10 +111,14 @@ type Config struct {
 	MaxInFlightBytes int64
 
 	// MaxActivePublishers bounds the per-topic publishers one writer keeps;
-	// each holds a batcher and goroutines. A new destination at the cap
-	// releases the least recently used publisher holding nothing, or first
-	// drains everything: the cap never drops a message. If zero,
-	// DefaultMaxActivePublishers (100) is used.
+	// each holds a batcher and goroutines. Messages to a destination with
+	// no publisher at the cap wait in a group until it fills a batch
+	// (Publisher.CountThreshold or ByteThreshold), the in-flight caps are
+	// reached, or the bundle ends; the group is then published through a
+	// publisher that replaces the least recently used one holding nothing,
+	// after draining everything if none is idle: the cap never drops a
+	// message. Such messages do not leave after Publisher.DelayThreshold. If
+	// zero, DefaultMaxActivePublishers (100) is used.
 	MaxActivePublishers int
 
 	// DestinationIdleTimeout releases a publisher unused for this long,

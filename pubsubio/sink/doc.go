@@ -4,12 +4,17 @@
 //
 // Per writer (one DoFn instance) it holds one client and a bounded LRU of
 // per-topic publishers, created lazily, so one Write serves any number of
-// destinations (Message.Topic overrides the default topic). Publishes are
-// admitted under two in-flight caps, messages and serialized bytes; at a cap
-// ProcessElement blocks until completions free room. FinishBundle flushes
-// every publisher and waits for every result under a progress budget, so a
-// bundle commits only after Pub/Sub has confirmed, or a failure policy has
-// routed, everything it accepted: at-least-once.
+// destinations (Message.Topic overrides the default topic). A message to a
+// destination with no publisher while the cache is full waits in that
+// destination's group, which is published through one publisher once it
+// fills a batch, at the in-flight caps or at the end of the bundle, so
+// batching survives more destinations than publishers. Messages are
+// admitted under two in-flight caps, messages and serialized bytes, grouped
+// ones included; at a cap ProcessElement blocks until completions free
+// room. FinishBundle publishes the groups, flushes every publisher and
+// waits for every result under a progress budget, so a bundle commits only
+// after Pub/Sub has confirmed, or a failure policy has routed, everything
+// it accepted: at-least-once.
 //
 // Publish results complete on the client's goroutines; they are handed to
 // the DoFn's goroutine and classified there:

@@ -26,7 +26,8 @@ import (
 //     (they carry no status of their own), and the one status the client
 //     sets on every message of a failed batch more than once.
 //   - inflight_messages, inflight_bytes, active_publishers: gauges of the
-//     writer.
+//     writer; the in-flight ones count what the caps count, messages
+//     waiting in groups (grouping.go) included.
 //   - publisher_shutdowns_abandoned: see shutdownsAbandoned.
 //   - with PerDestinationMetrics, records_sent.<topic> and
 //     bytes_sent.<topic>.
@@ -88,7 +89,8 @@ func (s *stats) report(ctx context.Context, w *writer) {
 		c.Report(ctx)
 	}
 	s.byName.Report(ctx)
-	inflightMessagesGauge.Set(ctx, int64(w.inflightMsgs))
-	inflightBytesGauge.Set(ctx, w.inflightBytes)
+	msgs, bytes := w.accepted()
+	inflightMessagesGauge.Set(ctx, int64(msgs))
+	inflightBytesGauge.Set(ctx, bytes)
 	activePublishersGauge.Set(ctx, int64(len(w.dests)))
 }

@@ -11,7 +11,8 @@ import (
 // Publishers are created lazily per destination and owned by the writer,
 // in an LRU bounded by MaxActivePublishers. Writer ownership (rather than a
 // process-wide cache) gives each publisher a deterministic end: eviction or
-// Teardown, never a job's leftovers in a shared worker.
+// Teardown, never a job's leftovers in a shared worker. Eviction happens
+// once per group of messages (grouping.go), never once per message.
 
 // destination returns the publisher for topic, creating it (and making room
 // for it) when needed.
@@ -21,10 +22,8 @@ func (w *writer) destination(ctx context.Context, topic model.Topic) (*dest, err
 		d.lastUsed = w.now()
 		return d, nil
 	}
-	if err := topic.Validate(); err != nil {
-		// A malformed name fails every message alike: a routing bug, not a
-		// bad record, so no failure policy applies.
-		return nil, w.fail(fmt.Errorf("pubsubio.Write: a message's destination %q is not a valid topic: %w; fix Message.Topic", topic.String(), err))
+	if err := w.checkTopic(topic); err != nil {
+		return nil, err
 	}
 	if len(w.dests) >= w.cfg.MaxActivePublishers {
 		if err := w.makeRoom(ctx); err != nil {
@@ -35,6 +34,16 @@ func (w *writer) destination(ctx context.Context, topic model.Topic) (*dest, err
 	d.elem = w.lru.PushFront(d)
 	w.dests[topic] = d
 	return d, nil
+}
+
+// checkTopic fails the bundle when topic, a destination new to the cache,
+// is malformed: a routing bug that fails every message alike, not a bad
+// record, so no failure policy applies.
+func (w *writer) checkTopic(topic model.Topic) error {
+	if err := topic.Validate(); err != nil {
+		return w.fail(fmt.Errorf("pubsubio.Write: a message's destination %q is not a valid topic: %w; fix Message.Topic", topic.String(), err))
+	}
+	return nil
 }
 
 // makeRoom releases one publisher for a new destination at the cap: the

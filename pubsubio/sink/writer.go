@@ -31,14 +31,17 @@ type writer struct {
 	warnf func(ctx context.Context, format string, args ...any)
 	infof func(ctx context.Context, format string, args ...any)
 
-	dests map[model.Topic]*dest
-	lru   *list.List // of *dest, most recently used at the front
+	dests  map[model.Topic]*dest
+	lru    *list.List             // of *dest, most recently used at the front
+	groups map[model.Topic]*group // destinations waiting for a publisher (grouping.go)
 
 	seq   uint64 // publish order, per writer; republishes keep theirs
 	epoch uint64 // bundles since the last failure; older verdicts are ignored
 
-	inflightMsgs  int   // accepted, not yet resolved (this epoch)
+	inflightMsgs  int   // sent, not yet resolved (this epoch)
 	inflightBytes int64 // their serialized size
+	groupedMsgs   int   // accepted, waiting in groups
+	groupedBytes  int64 // their serialized size
 
 	done completions
 
@@ -110,21 +113,23 @@ type outbound struct {
 
 func newWriter(cfg Config, be backend) *writer {
 	return &writer{
-		cfg:   cfg,
-		be:    be,
-		now:   time.Now,
-		rand:  rand.Float64,
-		warnf: log.Warnf,
-		infof: log.Infof,
-		dests: map[model.Topic]*dest{},
-		lru:   list.New(),
-		done:  newCompletions(),
-		stats: newStats(),
+		cfg:    cfg,
+		be:     be,
+		now:    time.Now,
+		rand:   rand.Float64,
+		warnf:  log.Warnf,
+		infof:  log.Infof,
+		dests:  map[model.Topic]*dest{},
+		lru:    list.New(),
+		groups: map[model.Topic]*group{},
+		done:   newCompletions(),
+		stats:  newStats(),
 	}
 }
 
 // startBundle begins a bundle. After a failed one, whatever that bundle
-// left (in-flight verdicts, parked messages, the failure) belongs to
+// left (in-flight verdicts, parked and grouped messages, the failure)
+// belongs to
 // elements the runner will retry, so it is set aside: late verdicts of the
 // old epoch are ignored rather than routed or failing this bundle.
 func (w *writer) startBundle() {
@@ -133,6 +138,8 @@ func (w *writer) startBundle() {
 	}
 	w.epoch++
 	w.inflightMsgs, w.inflightBytes = 0, 0
+	clear(w.groups)
+	w.groupedMsgs, w.groupedBytes = 0, 0
 	for _, d := range w.dests {
 		d.inflight = 0
 		d.parked = nil
@@ -181,23 +188,21 @@ func (w *writer) processOne(ctx context.Context, eventTime time.Time, m model.Me
 		w.route(ctx, routed{topic: topic, msg: m, eventTime: eventTime, stage: dlq.StageValidate}, err)
 		return w.failure
 	}
-	d, err := w.destination(ctx, topic)
-	if err != nil {
-		return err
-	}
 	if err := w.admit(ctx, int64(size)); err != nil {
 		return err
 	}
 	w.seq++
-	w.send(d, &outbound{seq: w.seq, msg: m, eventTime: eventTime, size: int64(size)}, false)
-	return nil
+	return w.dispatch(ctx, topic, &outbound{seq: w.seq, msg: m, eventTime: eventTime, size: int64(size)})
 }
 
-// finishBundle returns once every message the bundle accepted is confirmed
-// by Pub/Sub or routed by the failure policy, and then releases idle
-// publishers.
+// finishBundle publishes every group, returns once every message the
+// bundle accepted is confirmed by Pub/Sub or routed by the failure policy,
+// and then releases idle publishers.
 func (w *writer) finishBundle(ctx context.Context) error {
-	err := w.drainAll(ctx, "flushing at the end of the bundle")
+	err := w.publishGroups(ctx)
+	if err == nil {
+		err = w.drainAll(ctx, "flushing at the end of the bundle")
+	}
 	if err == nil {
 		w.evictIdle(ctx)
 	}
