@@ -129,9 +129,9 @@ func newWriter(cfg Config, be backend) *writer {
 
 // startBundle begins a bundle. After a failed one, whatever that bundle
 // left (in-flight verdicts, parked and grouped messages, the failure)
-// belongs to
-// elements the runner will retry, so it is set aside: late verdicts of the
-// old epoch are ignored rather than routed or failing this bundle.
+// belongs to elements the runner will retry, so it is set aside: late
+// verdicts of the old epoch are ignored rather than routed or failing this
+// bundle.
 func (w *writer) startBundle() {
 	if w.failure == nil {
 		return
