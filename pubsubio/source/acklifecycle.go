@@ -206,7 +206,9 @@ func (l *ledger) pruneRecentAcks(now time.Time) {
 	for i < len(l.recentAcks) && now.Sub(l.recentAcks[i].at) > recentAckWindow {
 		i++
 	}
-	l.recentAcks = l.recentAcks[i:]
+	// Moved to the front rather than resliced, so that appends reuse the
+	// array instead of growing a new one.
+	l.recentAcks = l.recentAcks[:copy(l.recentAcks, l.recentAcks[i:])]
 }
 
 // takeRecentAcks returns the ack IDs the client may not have sent yet.

@@ -24,7 +24,7 @@ type decoded struct {
 }
 
 // decode decodes m under cfg.
-func decode(cfg Config, m model.Message) decoded {
+func decode(cfg *Config, m model.Message) decoded {
 	t, err := eventTime(cfg.TimestampAttribute, m.Attributes, m.PublishTime)
 	if err != nil {
 		return decoded{eventTime: m.PublishTime, err: err}
@@ -47,6 +47,13 @@ func eventTime(attribute string, attrs map[string]string, publish time.Time) (ti
 	if !ok {
 		return publish, nil
 	}
+	return parseEventTime(attribute, v)
+}
+
+// parseEventTime parses v, the value of the timestamp attribute. It is
+// apart from eventTime so that the common path, no attribute, keeps a
+// small stack frame: it runs on a fresh goroutine per message.
+func parseEventTime(attribute, v string) (time.Time, error) {
 	if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
 		return time.UnixMilli(ms), nil
 	}

@@ -101,7 +101,7 @@ func deliverTo(r *splitReader, run *receiveRun, m *pubsub.Message, h handle, id 
 	if inv != nil {
 		inv.hold(tracked)
 	}
-	d := fromClient(m, r.split.Subscription, r.cfg)
+	d := fromClient(m, r.split.Subscription, &r.cfg)
 	d.handle = tracked
 	if id != "" {
 		d.ackID = ackID(id)

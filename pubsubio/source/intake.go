@@ -16,7 +16,7 @@ import (
 
 // fromClient is the delivery of m, a message the client received for
 // split sub.
-func fromClient(m *pubsub.Message, sub model.Subscription, cfg Config) *delivery {
+func fromClient(m *pubsub.Message, sub model.Subscription, cfg *Config) *delivery {
 	msg := model.Message{
 		ID:           m.ID,
 		Data:         m.Data,
@@ -32,7 +32,7 @@ func fromClient(m *pubsub.Message, sub model.Subscription, cfg Config) *delivery
 }
 
 // newDelivery is a received copy of msg, acked or nacked through h.
-func newDelivery(msg model.Message, h handle, id ackID, cfg Config) *delivery {
+func newDelivery(msg model.Message, h handle, id ackID, cfg *Config) *delivery {
 	size := int64(len(msg.Data) + len(msg.OrderingKey))
 	for k, v := range msg.Attributes {
 		size += int64(len(k) + len(v))

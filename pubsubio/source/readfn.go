@@ -210,7 +210,7 @@ func (fn *readFn) emitBatch(r *splitReader, rt *sdf.LockRTracker, seq int64, bat
 					d.msg.ID, d.msg.Subscription, DecodeDrop, DecodeNack, DecodeDeadLetter, d.err)
 			}
 		}
-		if !rt.TryClaim(d.ackID) {
+		if !rt.TryClaim(&d.ackID) {
 			r.abandonBundle(seq)
 			return emitted{}, fmt.Errorf("pubsubio.Read: split %d of %s could not claim a message: %w", r.split.Index, r.split.Subscription, rt.GetError())
 		}

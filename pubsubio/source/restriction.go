@@ -54,14 +54,15 @@ func newTracker(rest Restriction, owner string) *tracker {
 	return &tracker{rest: rest, owner: owner}
 }
 
-// TryClaim claims an ackID or, with finishClaim, ends the split.
+// TryClaim claims a *ackID (a pointer, so that claiming a message does not
+// allocate) or, with finishClaim, ends the split.
 func (t *tracker) TryClaim(pos any) bool {
 	if t.done {
 		return false
 	}
 	switch p := pos.(type) {
-	case ackID:
-		t.claimed = append(t.claimed, p)
+	case *ackID:
+		t.claimed = append(t.claimed, *p)
 		return true
 	case finishClaim:
 		t.done = true

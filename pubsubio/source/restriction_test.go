@@ -161,7 +161,7 @@ func TestTrackerClaims(t *testing.T) {
 		t.Fatal("a new tracker is done")
 	}
 	for _, id := range []ackID{"a", "b", "c"} {
-		if !tr.TryClaim(id) {
+		if !tr.TryClaim(&id) {
 			t.Fatalf("TryClaim(%q) = false", id)
 		}
 	}
@@ -182,8 +182,8 @@ func TestTrackerClaims(t *testing.T) {
 func TestTrackerCheckpointMovesClaimsIntoResidual(t *testing.T) {
 	rest := Restriction{Seq: 4, Owner: "previous-owner", AckIDs: []string{"old-1"}, Emitted: 10}
 	tr := newTracker(rest, "me")
-	tr.TryClaim(ackID("a"))
-	tr.TryClaim(ackID("b"))
+	tr.TryClaim(claimOf("a"))
+	tr.TryClaim(claimOf("b"))
 
 	_, residual, err := tr.TrySplit(0)
 	if err != nil {
@@ -196,7 +196,7 @@ func TestTrackerCheckpointMovesClaimsIntoResidual(t *testing.T) {
 	if !tr.IsDone() {
 		t.Error("tracker not done after the self-checkpoint")
 	}
-	if tr.TryClaim(ackID("c")) {
+	if tr.TryClaim(claimOf("c")) {
 		t.Error("TryClaim succeeded after the self-checkpoint")
 	}
 	if _, again, _ := tr.TrySplit(0); again != nil {
@@ -223,7 +223,7 @@ func TestTrackerRefusesFractionalSplits(t *testing.T) {
 	rest := Restriction{Seq: 2, Owner: "o", AckIDs: []string{"x"}, Emitted: 5}
 	for _, fraction := range []float64{0.01, 0.5, 1} {
 		tr := newTracker(rest, "me")
-		tr.TryClaim(ackID("a"))
+		tr.TryClaim(claimOf("a"))
 		primary, residual, err := tr.TrySplit(fraction)
 		if err != nil {
 			t.Errorf("TrySplit(%v): error %v, want none", fraction, err)
@@ -237,7 +237,7 @@ func TestTrackerRefusesFractionalSplits(t *testing.T) {
 		if tr.IsDone() {
 			t.Errorf("TrySplit(%v) ended the tracker", fraction)
 		}
-		if !tr.TryClaim(ackID("b")) {
+		if !tr.TryClaim(claimOf("b")) {
 			t.Errorf("TryClaim after a refused TrySplit(%v) failed", fraction)
 		}
 	}
@@ -245,7 +245,7 @@ func TestTrackerRefusesFractionalSplits(t *testing.T) {
 
 func TestTrackerFinishAfterThisBundleMakesResidualFinal(t *testing.T) {
 	tr := newTracker(Restriction{Seq: 1, Emitted: 9}, "me")
-	tr.TryClaim(ackID("a"))
+	tr.TryClaim(claimOf("a"))
 	tr.finishAfterThisBundle()
 	_, residual, err := tr.TrySplit(0)
 	if err != nil {
@@ -268,7 +268,7 @@ func TestTrackerFinishClaimEndsSplit(t *testing.T) {
 	if tr.GetError() != nil {
 		t.Errorf("GetError after finishClaim: %v", tr.GetError())
 	}
-	if tr.TryClaim(ackID("late")) {
+	if tr.TryClaim(claimOf("late")) {
 		t.Error("TryClaim succeeded after finishClaim")
 	}
 	if _, residual, _ := tr.TrySplit(0); residual != nil {
@@ -297,3 +297,6 @@ func TestTrackerRejectsUnknownClaims(t *testing.T) {
 		t.Error("no error after claiming an int")
 	}
 }
+
+// claimOf is a claim of id, as the read makes them.
+func claimOf(id ackID) *ackID { return &id }

@@ -122,7 +122,7 @@ func (r *splitReader) startLocked(ctx context.Context) error {
 
 func (r *splitReader) receive(ctx context.Context, run *receiveRun, conn puller) {
 	err := conn.receive(ctx, func(m *pubsub.Message) bool {
-		return r.deliver(run, fromClient(m, r.split.Subscription, r.cfg))
+		return r.deliver(run, fromClient(m, r.split.Subscription, &r.cfg))
 	})
 	close(run.done)
 	r.mu.Lock()
