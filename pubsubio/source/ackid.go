@@ -3,7 +3,7 @@ package source
 import (
 	"reflect"
 	"strings"
-	"sync"
+	"sync/atomic"
 
 	"cloud.google.com/go/pubsub/v2"
 )
@@ -87,19 +87,28 @@ var ackHandlerField = func() []int {
 	return f.Index
 }()
 
-// ackIDFields caches ackIDField by handler type.
-var ackIDFields sync.Map // reflect.Type -> []int (nil: no string ackID field)
+// handlerIndex is ackIDField's answer for one handler type.
+type handlerIndex struct {
+	t     reflect.Type
+	index []int
+}
+
+// lastHandler caches ackIDField for the handler type it saw last: the
+// client uses one, so a pointer comparison answers every later message
+// (a map keyed by type would hash an interface per message, on a stack
+// deep enough to make the callback's goroutine grow its stack).
+var lastHandler atomic.Pointer[handlerIndex]
 
 // ackIDField is the index of the string field ackID of the handler struct
 // type t, nil if it has none.
 func ackIDField(t reflect.Type) []int {
-	if v, ok := ackIDFields.Load(t); ok {
-		return v.([]int)
+	if h := lastHandler.Load(); h != nil && h.t == t {
+		return h.index
 	}
 	var index []int
 	if f, ok := t.FieldByName("ackID"); ok && f.Type.Kind() == reflect.String {
 		index = f.Index
 	}
-	ackIDFields.Store(t, index)
+	lastHandler.Store(&handlerIndex{t: t, index: index})
 	return index
 }
