@@ -113,3 +113,45 @@ func (r *satRig) compareSatRead(ctx context.Context, c satReadCase) (string, []s
 
 const satReadHeader = "\n| read | raw msg/s | worker out of process msg/s (/raw) | Prism in process msg/s (/raw) | CPU µs/msg worker / raw (ratio) | CPU µs/msg in process (with Prism) | standalone Prism CPU µs/msg (worker run / in-process run) | server CPU µs/msg (raw) | allocs/msg worker / raw (ratio) |\n" +
 	"|---|---|---|---|---|---|---|---|---|\n"
+
+// measureBundleCurve reads 1 KiB with the source, worker out of process,
+// one split of 4 streams, at several MaxRecordsPerBundle: what bigger
+// bundles save per message at saturation.
+func (r *satRig) measureBundleCurve(ctx context.Context) (string, error) {
+	var b strings.Builder
+	c := readCase{size: 1024, splitsPerSub: 1, subs: 1, messages: *satReadMessages}
+	for _, max := range []int{100, 300, 1000, 3000} {
+		name := fmt.Sprintf("MaxRecordsPerBundle %d", max)
+		if !strings.Contains("bundle "+name, *only) {
+			continue
+		}
+		var k contender
+		for run := range *runs {
+			ps, err := r.local.newPairs(ctx, "satb", 1)
+			if err != nil {
+				return "", err
+			}
+			if err := r.local.backlog(ctx, ps, c.messages, c.size); err != nil {
+				return "", err
+			}
+			s, err := measured("source-worker", c.total(), func() (float64, error) {
+				return readWithSourceConfig(ctx, r.worker, c, ps, pubsubio.ReadConfig{ParallelPullCount: 4, MaxRecordsPerBundle: max}, sourceOptions{})
+			})
+			if err == nil {
+				_, err = r.verify(ctx, ps, c.total())
+			}
+			r.local.drop(ctx, ps)
+			if err != nil {
+				k.fail(name, run, err)
+				continue
+			}
+			fmt.Printf("  bundle %-26s %8.0f msg/s  cpu %6s µs/msg\n", name, s.rate, micros(s.cpu))
+			k.add(s)
+		}
+		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %.1f |\n", name, k.rate(), micros(k.cpu()), micros(k.runnerCPU()), k.allocs())
+	}
+	if b.Len() == 0 {
+		return "", nil
+	}
+	return "\n| bundle size curve (1 KiB, 1 split x 4 streams, worker out of process) | msg/s | CPU µs/msg worker | standalone Prism CPU µs/msg | allocs/msg |\n|---|---|---|---|---|\n" + b.String(), nil
+}

@@ -79,19 +79,21 @@ func (s *satStream) room(size int) bool {
 
 // satStats is what a subscription saw, read by the bench after each run.
 type satStats struct {
-	Published    int `json:"published"`
-	Acked        int `json:"acked"`         // messages acked at least once
-	AckedTwice   int `json:"acked_twice"`   // messages acked more than once
-	Unacked      int `json:"unacked"`       // messages never acked
-	Deliveries   int `json:"deliveries"`    // messages sent on streams
-	Expired      int `json:"expired"`       // leases that ran out: delivered again
-	Nacks        int `json:"nacks"`         // leases given back with deadline 0
-	Extensions   int `json:"extensions"`    // lease extensions
-	StaleAcks    int `json:"stale_acks"`    // acks of unknown or expired ack IDs
-	Outstanding  int `json:"outstanding"`   // leases held at the time of reading
-	AckRequests  int `json:"ack_requests"`  // Acknowledge calls
-	PullStreams  int `json:"pull_streams"`  // StreamingPull calls
-	PublishCalls int `json:"publish_calls"` // Publish calls (per topic: on every subscription of it)
+	Published    int   `json:"published"`
+	Acked        int   `json:"acked"`         // messages acked at least once
+	AckedTwice   int   `json:"acked_twice"`   // messages acked more than once
+	Unacked      int   `json:"unacked"`       // messages never acked
+	Deliveries   int   `json:"deliveries"`    // messages sent on streams
+	Expired      int   `json:"expired"`       // leases that ran out: delivered again
+	Nacks        int   `json:"nacks"`         // leases given back with deadline 0
+	Extensions   int   `json:"extensions"`    // lease extensions
+	StaleAcks    int   `json:"stale_acks"`    // acks of unknown or expired ack IDs
+	Outstanding  int   `json:"outstanding"`   // leases held at the time of reading
+	AckRequests  int   `json:"ack_requests"`  // Acknowledge calls
+	PullStreams  int   `json:"pull_streams"`  // StreamingPull calls
+	PublishCalls int   `json:"publish_calls"` // Publish calls (per topic: on every subscription of it)
+	FirstPublish int64 `json:"first_publish"` // when the first and the last Publish call arrived, Unix ns
+	LastPublish  int64 `json:"last_publish"`
 }
 
 // maxResponseBytes keeps a StreamingPull response under gRPC's default
@@ -215,6 +217,10 @@ func (s *satServer) Publish(_ context.Context, r *pubsubpb.PublishRequest) (*pub
 		}
 		ss.stats.Published += len(stored)
 		ss.stats.PublishCalls++
+		if ss.stats.FirstPublish == 0 {
+			ss.stats.FirstPublish = now.AsTime().UnixNano()
+		}
+		ss.stats.LastPublish = now.AsTime().UnixNano()
 		ss.mu.Unlock()
 		ss.cond.Broadcast()
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 var (
-	satReadMessages    = flag.Int("sat_read_messages", 200000, "messages per read run of the saturation cases, 1 KiB")
+	satReadMessages    = flag.Int("sat_read_messages", 100000, "messages per read run of the saturation cases, 1 KiB")
 	satReadMessages16k = flag.Int("sat_read_messages_16k", 30000, "the same, 16 KiB")
 	satWriteMessages   = flag.Int("sat_write_messages", 200000, "messages per write run of the saturation cases, 1 KiB")
 	satWriteMessages64 = flag.Int("sat_write_messages_64k", 10000, "the same, 64 KiB")
@@ -115,6 +115,10 @@ func (s *satStats) add(o satStats) {
 	s.AckRequests += o.AckRequests
 	s.PullStreams += o.PullStreams
 	s.PublishCalls += o.PublishCalls
+	if s.FirstPublish == 0 || (o.FirstPublish != 0 && o.FirstPublish < s.FirstPublish) {
+		s.FirstPublish = o.FirstPublish
+	}
+	s.LastPublish = max(s.LastPublish, o.LastPublish)
 }
 
 // measureSaturation runs the read, write and many-destinations cases
@@ -129,7 +133,7 @@ func measureSaturation(ctx context.Context) (string, []string, error) {
 	var report strings.Builder
 	var misses []string
 	fmt.Fprintf(&report, "\n== saturation (%d runs per contender, medians; CPU and allocations over each run's steady state)\n", *runs)
-	report.WriteString(satReadHeader)
+	var rows strings.Builder
 	for _, c := range satReadCases() {
 		if !strings.Contains(c.String(), *only) {
 			continue
@@ -138,10 +142,18 @@ func measureSaturation(ctx context.Context) (string, []string, error) {
 		if err != nil {
 			return "", nil, err
 		}
-		report.WriteString(row)
+		rows.WriteString(row)
 		misses = append(misses, missed...)
 	}
-	report.WriteString(satWriteHeader)
+	if rows.Len() > 0 {
+		report.WriteString(satReadHeader + rows.String())
+	}
+	curve, err := r.measureBundleCurve(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	report.WriteString(curve)
+	rows.Reset()
 	for _, c := range satWriteCases() {
 		if !strings.Contains(c.String(), *only) {
 			continue
@@ -150,8 +162,11 @@ func measureSaturation(ctx context.Context) (string, []string, error) {
 		if err != nil {
 			return "", nil, err
 		}
-		report.WriteString(row)
+		rows.WriteString(row)
 		misses = append(misses, missed...)
+	}
+	if rows.Len() > 0 {
+		report.WriteString(satWriteHeader + rows.String())
 	}
 	table, missed, err := r.measureDestinations(ctx)
 	if err != nil {
