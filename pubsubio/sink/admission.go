@@ -22,7 +22,14 @@ const admissionGrace = 10 * time.Millisecond
 // once: verdicts arrive a few at a time, and flushing after each would
 // send every batch nearly empty (BENCHMARKS.md has the measurement). With
 // nothing sent, no verdict can come, so it does not wait for one either.
+// At MaxGroupedMessages it publishes the groups first: only that makes
+// room there.
 func (w *writer) admit(ctx context.Context, size int64) error {
+	if w.groupedMsgs >= w.cfg.MaxGroupedMessages {
+		if err := w.publishGroups(ctx); err != nil {
+			return err
+		}
+	}
 	fits := func() bool { return w.fits(size) }
 	if fits() || (w.inflightMsgs > 0 && w.waitBriefly(ctx, admissionGrace, fits)) {
 		return nil
@@ -60,11 +67,12 @@ func (w *writer) waitBriefly(ctx context.Context, d time.Duration, done func() b
 // fits is the admission predicate. It is checked before the publish, not
 // against the message's own size alone: a message larger than
 // MaxInFlightBytes is admitted when nothing is in flight or grouped,
-// because then no completion can ever make room for it.
+// because then no completion can ever make room for it. Grouped messages
+// have their own count cap, MaxGroupedMessages.
 func (w *writer) fits(size int64) bool {
 	msgs, bytes := w.accepted()
 	if msgs == 0 {
 		return true
 	}
-	return msgs < w.cfg.MaxInFlightMessages && bytes+size <= w.cfg.MaxInFlightBytes
+	return w.inflightMsgs < w.cfg.MaxInFlightMessages && w.groupedMsgs < w.cfg.MaxGroupedMessages && bytes+size <= w.cfg.MaxInFlightBytes
 }

@@ -51,6 +51,7 @@ const (
 	DefaultMaxInFlightMessages      = 1000
 	DefaultMaxInFlightBytes         = 64 << 20
 	DefaultMaxActivePublishers      = 100
+	DefaultMaxGroupedMessages       = 30000
 	DefaultDestinationIdleTimeout   = time.Hour
 	DefaultPublishProgressTimeout   = 10 * time.Minute
 	DefaultShutdownTimeout          = 30 * time.Second
@@ -121,6 +122,17 @@ type Config struct {
 	// zero, DefaultMaxActivePublishers (100) is used.
 	MaxActivePublishers int
 
+	// MaxGroupedMessages caps the messages waiting in groups for a
+	// publisher (see MaxActivePublishers); they count against
+	// MaxInFlightBytes too, but not against MaxInFlightMessages, which
+	// bounds what Pub/Sub has yet to confirm: otherwise, with more
+	// destinations than publishers, groups could only hold that cap shared
+	// out, a few messages each, and every few messages would cost a
+	// publisher. At the cap every group is published. If zero,
+	// DefaultMaxGroupedMessages (30,000: a batch of 100 for each of 300
+	// destinations) is used. BENCHMARKS.md, Saturation, has the effect.
+	MaxGroupedMessages int
+
 	// DestinationIdleTimeout releases a publisher unused for this long,
 	// checked after each successful bundle. If zero,
 	// DefaultDestinationIdleTimeout (1 h) is used.
@@ -189,6 +201,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	construct.Default(&cfg.MaxInFlightMessages, DefaultMaxInFlightMessages)
 	construct.Default(&cfg.MaxInFlightBytes, DefaultMaxInFlightBytes)
 	construct.Default(&cfg.MaxActivePublishers, DefaultMaxActivePublishers)
+	construct.Default(&cfg.MaxGroupedMessages, DefaultMaxGroupedMessages)
 	construct.Default(&cfg.DestinationIdleTimeout, DefaultDestinationIdleTimeout)
 	construct.Default(&cfg.PublishProgressTimeout, DefaultPublishProgressTimeout)
 	construct.Default(&cfg.ShutdownTimeout, DefaultShutdownTimeout)

@@ -62,7 +62,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("the zero Config is valid (every message may name its topic): %v", err)
 	}
 	want := Config{
-		MaxInFlightMessages: 1000, MaxInFlightBytes: 64 << 20, MaxActivePublishers: 100,
+		MaxInFlightMessages: 1000, MaxInFlightBytes: 64 << 20, MaxActivePublishers: 100, MaxGroupedMessages: 30000,
 		DestinationIdleTimeout: time.Hour, PublishProgressTimeout: 10 * time.Minute, ShutdownTimeout: 30 * time.Second,
 		CreateDisposition: CreateIfNeeded, RecoveryInitialBackoff: 500 * time.Millisecond, RecoveryMaxBackoff: 10 * time.Second,
 		RecoveryMaxAttempts: 10, RecoveryJitter: 0.25, FailurePolicy: PolicyFail, MaxConsecutiveRejections: 100,
@@ -86,6 +86,7 @@ func TestValidationNamesOptionAndValue(t *testing.T) {
 		{"negative message cap", Config{MaxInFlightMessages: -1}, []string{"MaxInFlightMessages -1"}},
 		{"negative byte cap", Config{MaxInFlightBytes: -5}, []string{"MaxInFlightBytes -5"}},
 		{"negative publishers", Config{MaxActivePublishers: -2}, []string{"MaxActivePublishers -2"}},
+		{"negative grouped messages", Config{MaxGroupedMessages: -3}, []string{"MaxGroupedMessages -3"}},
 		{"negative attempts", Config{RecoveryMaxAttempts: -1}, []string{"RecoveryMaxAttempts -1"}},
 		{"rejections below -1", Config{MaxConsecutiveRejections: -2}, []string{"MaxConsecutiveRejections -2", "-1 for no bound"}},
 		{"negative progress", Config{PublishProgressTimeout: -time.Second}, []string{"PublishProgressTimeout -1s"}},

@@ -20,6 +20,7 @@ func (cfg Config) checkLimits() []error {
 		construct.Bound[int]{Option: "MaxInFlightMessages", Value: cfg.MaxInFlightMessages, Min: 1, Max: 1e9},
 		// Each publisher holds a batcher and goroutines.
 		construct.Bound[int]{Option: "MaxActivePublishers", Value: cfg.MaxActivePublishers, Min: 1, Max: 10000},
+		construct.Bound[int]{Option: "MaxGroupedMessages", Value: cfg.MaxGroupedMessages, Min: 1, Max: 1e9},
 		construct.Bound[int]{Option: "RecoveryMaxAttempts", Value: cfg.RecoveryMaxAttempts, Min: 1, Max: 1000},
 		construct.Bound[int]{Option: "Publisher.NumGoroutines", Value: p.NumGoroutines, Min: 1, Max: 10000, Zero: "for the client's default"},
 	)
