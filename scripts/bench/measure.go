@@ -56,13 +56,14 @@ func measured(who string, n int, f func() (float64, error)) (sample, error) {
 // snapshot is what this process, the server and a standalone Prism have
 // spent so far.
 type snapshot struct {
+	at                  time.Time
 	cpu, server, runner time.Duration
 	mallocs             uint64
 }
 
 func now() snapshot {
 	cpu, mallocs := usage()
-	return snapshot{cpu: cpu, mallocs: mallocs, server: groupCPU(serverGroup), runner: groupCPU(runnerGroup)}
+	return snapshot{at: time.Now(), cpu: cpu, mallocs: mallocs, server: groupCPU(serverGroup), runner: groupCPU(runnerGroup)}
 }
 
 // steady, when set, makes measured count a run's steady state only: from

@@ -92,8 +92,7 @@ type satStats struct {
 	AckRequests  int   `json:"ack_requests"`  // Acknowledge calls
 	PullStreams  int   `json:"pull_streams"`  // StreamingPull calls
 	PublishCalls int   `json:"publish_calls"` // Publish calls (per topic: on every subscription of it)
-	FirstPublish int64 `json:"first_publish"` // when the first and the last Publish call arrived, Unix ns
-	LastPublish  int64 `json:"last_publish"`
+	LastPublish  int64 `json:"last_publish"`  // when the last Publish call arrived, Unix ns
 }
 
 // maxResponseBytes keeps a StreamingPull response under gRPC's default
@@ -217,9 +216,6 @@ func (s *satServer) Publish(_ context.Context, r *pubsubpb.PublishRequest) (*pub
 		}
 		ss.stats.Published += len(stored)
 		ss.stats.PublishCalls++
-		if ss.stats.FirstPublish == 0 {
-			ss.stats.FirstPublish = now.AsTime().UnixNano()
-		}
 		ss.stats.LastPublish = now.AsTime().UnixNano()
 		ss.mu.Unlock()
 		ss.cond.Broadcast()

@@ -115,9 +115,6 @@ func (s *satStats) add(o satStats) {
 	s.AckRequests += o.AckRequests
 	s.PullStreams += o.PullStreams
 	s.PublishCalls += o.PublishCalls
-	if s.FirstPublish == 0 || (o.FirstPublish != 0 && o.FirstPublish < s.FirstPublish) {
-		s.FirstPublish = o.FirstPublish
-	}
 	s.LastPublish = max(s.LastPublish, o.LastPublish)
 }
 

@@ -42,7 +42,8 @@ func (r *satRig) publishedTo(ctx context.Context, ps []pair, want int) (satStats
 
 // writeRun is one measured write: fresh topics, the contender's run, the
 // server's count checked; it returns the sample, its rate from the first
-// Publish call the server received to the last, and the Publish RPCs.
+// message's creation to the last Publish call the server received, and
+// the Publish RPCs.
 func (r *satRig) writeRun(ctx context.Context, name string, c writeCase, write func(context.Context, []pair) (float64, error)) (sample, int, error) {
 	ps, err := r.local.newPairs(ctx, "satw", c.topics)
 	if err != nil {
@@ -54,10 +55,11 @@ func (r *satRig) writeRun(ctx context.Context, name string, c writeCase, write f
 		return s, 0, err
 	}
 	st, err := r.publishedTo(ctx, ps, c.messages)
-	if span := time.Duration(st.LastPublish - st.FirstPublish); err == nil && span > 0 {
-		// As the server received them: a pipeline's start-up and shutdown
-		// are constants, not rates, and would dominate runs of a second.
-		s.rate = float64(c.messages) / span.Seconds()
+	if err == nil && steady.complete() {
+		// From the first message's creation to the last Publish call the
+		// server received: a pipeline's start-up and shutdown are
+		// constants, not rates, and would dominate runs of a second.
+		s.rate = float64(c.messages) / time.Unix(0, st.LastPublish).Sub(steady.from.at).Seconds()
 	}
 	return s, st.PublishCalls, err
 }
