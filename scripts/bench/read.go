@@ -266,7 +266,7 @@ func readWithSourceAtPrototypeStreams(ctx context.Context, e *env, c readCase, p
 // buffer budget). The raw client and the prototype have no budget at all.
 func raiseBudgetToStreams(cfg *pubsubio.ReadConfig, c readCase) {
 	streams := c.subs * c.splitsPerSub * max(cfg.ParallelPullCount, 1)
-	held := streams * source.DefaultMaxOutstandingMessages
+	held := streams * max(cfg.MaxOutstandingMessages, source.DefaultMaxOutstandingMessages)
 	cfg.BufferMaxMessages = max(held, source.DefaultBufferMaxMessages)
 	cfg.BufferMaxBytes = max(int64(held)*int64(c.size+1024), source.DefaultBufferMaxBytes)
 }

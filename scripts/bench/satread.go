@@ -47,7 +47,7 @@ func (r *satRig) compareSatRead(ctx context.Context, c satReadCase) (string, []s
 		who  *contender
 		read func(context.Context, []pair) (float64, error)
 	}
-	cfg := pubsubio.ReadConfig{ParallelPullCount: c.streams}
+	cfg := pubsubio.ReadConfig{ParallelPullCount: c.streams, MaxOutstandingMessages: *satSourceOutstanding}
 	contenders := selected([]entrant{
 		{"source", inProcess, func(ctx context.Context, ps []pair) (float64, error) {
 			return readWithSourceConfig(ctx, r.local, c.readCase, ps, cfg, sourceOptions{})

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -44,6 +45,7 @@ type satTopic struct {
 // streams whenever a message or flow-control room appears.
 type satSub struct {
 	name        string
+	topic       string // guarded by satServer.mu
 	ackDeadline time.Duration
 	mu          sync.Mutex
 	cond        *sync.Cond
@@ -127,6 +129,11 @@ func (s *satServer) GetTopic(_ context.Context, r *pubsubpb.GetTopicRequest) (*p
 func (s *satServer) DeleteTopic(_ context.Context, r *pubsubpb.DeleteTopicRequest) (*emptypb.Empty, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if t, ok := s.topics[r.Topic]; ok {
+		for _, ss := range t.subs {
+			ss.topic = "_deleted-topic_" // as Pub/Sub names it
+		}
+	}
 	delete(s.topics, r.Topic)
 	return &emptypb.Empty{}, nil
 }
@@ -144,7 +151,7 @@ func (s *satServer) CreateSubscription(_ context.Context, sub *pubsubpb.Subscrip
 	if sub.AckDeadlineSeconds == 0 {
 		sub.AckDeadlineSeconds = 10
 	}
-	ss := &satSub{name: sub.Name, ackDeadline: time.Duration(sub.AckDeadlineSeconds) * time.Second, leases: map[string]*satLease{}}
+	ss := &satSub{name: sub.Name, topic: sub.Topic, ackDeadline: time.Duration(sub.AckDeadlineSeconds) * time.Second, leases: map[string]*satLease{}}
 	ss.cond = sync.NewCond(&ss.mu)
 	s.subs[sub.Name] = ss
 	t.subs = append(t.subs, ss)
@@ -152,37 +159,25 @@ func (s *satServer) CreateSubscription(_ context.Context, sub *pubsubpb.Subscrip
 }
 
 func (s *satServer) GetSubscription(_ context.Context, r *pubsubpb.GetSubscriptionRequest) (*pubsubpb.Subscription, error) {
+	ss, err := s.sub(r.Subscription)
+	if err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss, ok := s.subs[r.Subscription]
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "subscription %s", r.Subscription)
-	}
-	for name, t := range s.topics {
-		for _, x := range t.subs {
-			if x == ss {
-				return &pubsubpb.Subscription{Name: ss.name, Topic: name, AckDeadlineSeconds: int32(ss.ackDeadline / time.Second)}, nil
-			}
-		}
-	}
-	return &pubsubpb.Subscription{Name: ss.name, Topic: "_deleted-topic_", AckDeadlineSeconds: int32(ss.ackDeadline / time.Second)}, nil
+	return &pubsubpb.Subscription{Name: ss.name, Topic: ss.topic, AckDeadlineSeconds: int32(ss.ackDeadline / time.Second)}, nil
 }
 
 func (s *satServer) DeleteSubscription(_ context.Context, r *pubsubpb.DeleteSubscriptionRequest) (*emptypb.Empty, error) {
+	ss, err := s.sub(r.Subscription)
+	if err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss, ok := s.subs[r.Subscription]
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "subscription %s", r.Subscription)
-	}
 	delete(s.subs, r.Subscription)
-	for _, t := range s.topics {
-		for i, x := range t.subs {
-			if x == ss {
-				t.subs = append(t.subs[:i], t.subs[i+1:]...)
-				break
-			}
-		}
+	if t, ok := s.topics[ss.topic]; ok {
+		t.subs = slices.DeleteFunc(t.subs, func(x *satSub) bool { return x == ss })
 	}
 	return &emptypb.Empty{}, nil
 }

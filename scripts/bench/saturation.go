@@ -15,6 +15,8 @@ var (
 	satWriteMessages64 = flag.Int("sat_write_messages_64k", 10000, "the same, 64 KiB")
 	satDestMessages    = flag.Int("sat_destination_messages", 30000, "messages per run of the many-destinations cases, 1 KiB")
 
+	satSourceOutstanding = flag.Int("sat_source_outstanding", 0, "MaxOutstandingMessages of the source in the saturation read cases (0: the client's default, which the raw client uses): how much a wider flow-control window gives a reader that acks only after the runner commits")
+
 	satReadTarget      = flag.Float64("sat_read_target", 0.8, "lowest acceptable source/raw msg/s at saturation, worker out of process")
 	satInProcessTarget = flag.Float64("sat_in_process_target", 0.6, "lowest acceptable source/raw msg/s at saturation, Prism in process")
 	satReadCPUTarget   = flag.Float64("sat_read_cpu_target", 1.5, "highest acceptable worker/raw CPU per message read at saturation")
@@ -78,13 +80,9 @@ func (r *satRig) stop() {
 func (r *satRig) verify(ctx context.Context, ps []pair, want int) (satStats, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		var sum satStats
-		for _, p := range ps {
-			st, err := r.server.statsOf(ctx, p.sub.String())
-			if err != nil {
-				return sum, err
-			}
-			sum.add(st)
+		sum, err := r.statsOf(ctx, ps)
+		if err != nil {
+			return sum, err
 		}
 		settled := sum.Unacked == 0 && sum.Outstanding == 0
 		if settled || time.Now().After(deadline) {
@@ -99,6 +97,19 @@ func (r *satRig) verify(ctx context.Context, ps []pair, want int) (satStats, err
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// statsOf is what the server saw on the subscriptions of ps, in all.
+func (r *satRig) statsOf(ctx context.Context, ps []pair) (satStats, error) {
+	var sum satStats
+	for _, p := range ps {
+		st, err := r.server.statsOf(ctx, p.sub.String())
+		if err != nil {
+			return sum, err
+		}
+		sum.add(st)
+	}
+	return sum, nil
 }
 
 func (s *satStats) add(o satStats) {

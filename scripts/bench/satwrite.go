@@ -26,13 +26,9 @@ func satWriteCases() []writeCase {
 
 // publishedTo is what the server saw published to ps, in all.
 func (r *satRig) publishedTo(ctx context.Context, ps []pair, want int) (satStats, error) {
-	var sum satStats
-	for _, p := range ps {
-		st, err := r.server.statsOf(ctx, p.sub.String())
-		if err != nil {
-			return sum, err
-		}
-		sum.add(st)
+	sum, err := r.statsOf(ctx, ps)
+	if err != nil {
+		return sum, err
 	}
 	if sum.Published != want {
 		return sum, fmt.Errorf("the server saw %d of %d messages published", sum.Published, want)
