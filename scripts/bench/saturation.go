@@ -26,12 +26,6 @@ var (
 	satDestTarget      = flag.Float64("sat_destinations_target", 0.5, "lowest acceptable msg/s of the sink over 300 topics, as a share of its msg/s over 20")
 )
 
-// satContender names a side of a saturation case and how it runs.
-type satContender struct {
-	name string
-	env  *env // the saturation server, pipelines in process or on the standalone Prism
-}
-
 // satRig is what the saturation cases run on: the saturation server and a
 // standalone Prism, each a process of its own, and two views of them
 // (pipelines on Prism in this process, or on the standalone Prism with
