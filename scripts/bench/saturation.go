@@ -179,8 +179,8 @@ func measureSaturation(ctx context.Context) (string, []string, error) {
 	return report.String(), misses, nil
 }
 
-// judge adds to misses a description of every ratio past its bound: at
-// least when low is true, else at most.
+// judgement is a ratio and its target: at most the target when atMost,
+// else at least.
 type judgement struct {
 	what   string
 	ratio  float64
@@ -188,6 +188,7 @@ type judgement struct {
 	atMost bool
 }
 
+// judge describes every judgement of the case name that misses its target.
 func judge(name string, js ...judgement) []string {
 	var misses []string
 	for _, j := range js {
