@@ -68,11 +68,11 @@ func (w *writer) waitBriefly(ctx context.Context, d time.Duration, done func() b
 // against the message's own size alone: a message larger than
 // MaxInFlightBytes is admitted when nothing is in flight or grouped,
 // because then no completion can ever make room for it. Grouped messages
-// have their own count cap, MaxGroupedMessages.
+// count for bytes only: admit keeps them under MaxGroupedMessages.
 func (w *writer) fits(size int64) bool {
 	msgs, bytes := w.accepted()
 	if msgs == 0 {
 		return true
 	}
-	return w.inflightMsgs < w.cfg.MaxInFlightMessages && w.groupedMsgs < w.cfg.MaxGroupedMessages && bytes+size <= w.cfg.MaxInFlightBytes
+	return w.inflightMsgs < w.cfg.MaxInFlightMessages && bytes+size <= w.cfg.MaxInFlightBytes
 }

@@ -114,12 +114,13 @@ type Config struct {
 	// MaxActivePublishers bounds the per-topic publishers one writer keeps;
 	// each holds a batcher and goroutines. Messages to a destination with
 	// no publisher at the cap wait in a group until it fills a batch
-	// (Publisher.CountThreshold or ByteThreshold), the in-flight caps are
-	// reached, or the bundle ends; the group is then published through a
-	// publisher that replaces the least recently used one holding nothing,
-	// after draining everything if none is idle: the cap never drops a
-	// message. Such messages do not leave after Publisher.DelayThreshold. If
-	// zero, DefaultMaxActivePublishers (100) is used.
+	// (Publisher.CountThreshold or ByteThreshold), MaxGroupedMessages or
+	// MaxInFlightBytes is reached, or the bundle ends; the group is then
+	// published through a publisher that replaces the least recently used
+	// one holding nothing, after draining everything if none is idle: the
+	// cap never drops a message. Such messages do not leave after
+	// Publisher.DelayThreshold. If zero, DefaultMaxActivePublishers (100) is
+	// used.
 	MaxActivePublishers int
 
 	// MaxGroupedMessages caps the messages waiting in groups for a

@@ -7,11 +7,11 @@
 // destinations (Message.Topic overrides the default topic). A message to a
 // destination with no publisher while the cache is full waits in that
 // destination's group, which is published through one publisher once it
-// fills a batch, at the in-flight caps or at the end of the bundle, so
-// batching survives more destinations than publishers. Messages are
-// admitted under two in-flight caps, messages and serialized bytes, grouped
-// ones included; at a cap ProcessElement blocks until completions free
-// room. FinishBundle publishes the groups, flushes every publisher and
+// fills a batch, at MaxGroupedMessages or MaxInFlightBytes, or at the end
+// of the bundle, so batching survives more destinations than publishers.
+// Messages are admitted under two in-flight caps, messages sent and
+// serialized bytes (grouped ones included); at a cap ProcessElement blocks
+// until completions free room. FinishBundle publishes the groups, flushes every publisher and
 // waits for every result under a progress budget, so a bundle commits only
 // after Pub/Sub has confirmed, or a failure policy has routed, everything
 // it accepted: at-least-once.

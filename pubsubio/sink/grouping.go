@@ -15,11 +15,12 @@ import (
 // leave in a request of its own. It waits in its destination's group
 // instead, and the group is published through a publisher obtained for
 // it, one eviction per group, when it fills a batch (Publisher
-// CountThreshold or ByteThreshold), when the in-flight caps are reached
-// (admission.go), and at the end of the bundle. Until then every later
-// message to the destination joins the group, so each ordering key keeps
-// its publish order. Grouped messages count against the in-flight caps,
-// which bound what the groups hold.
+// CountThreshold or ByteThreshold), at MaxGroupedMessages or
+// MaxInFlightBytes (admission.go), and at the end of the bundle. Until then
+// every later message to the destination joins the group, so each ordering
+// key keeps its publish order. Grouped messages count against
+// MaxGroupedMessages and MaxInFlightBytes, which bound what the groups
+// hold, not against MaxInFlightMessages.
 
 // group is the messages waiting for a publisher of their destination, in
 // publish order.
@@ -95,8 +96,8 @@ func (w *writer) publishGroup(ctx context.Context, g *group) error {
 	return nil
 }
 
-// accepted is what counts against the in-flight caps: the messages sent
-// and not yet resolved, and those waiting in groups, and their size.
+// accepted is what the writer holds: the messages sent and not yet
+// resolved and those waiting in groups, and their size.
 func (w *writer) accepted() (msgs int, bytes int64) {
 	return w.inflightMsgs + w.groupedMsgs, w.inflightBytes + w.groupedBytes
 }
