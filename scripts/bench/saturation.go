@@ -135,41 +135,23 @@ func measureSaturation(ctx context.Context) (string, []string, error) {
 	var report strings.Builder
 	var misses []string
 	fmt.Fprintf(&report, "\n== saturation (%d runs per contender, medians; CPU and allocations over each run's steady state)\n", *runs)
-	var rows strings.Builder
-	for _, c := range satReadCases() {
-		if !strings.Contains(c.String(), *only) {
-			continue
-		}
-		row, missed, err := r.compareSatRead(ctx, c)
-		if err != nil {
-			return "", nil, err
-		}
-		rows.WriteString(row)
-		misses = append(misses, missed...)
+	reads, missed, err := satTable(satReadHeader, satReadCases(), func(c satReadCase) (string, []string, error) { return r.compareSatRead(ctx, c) })
+	if err != nil {
+		return "", nil, err
 	}
-	if rows.Len() > 0 {
-		report.WriteString(satReadHeader + rows.String())
-	}
+	report.WriteString(reads)
+	misses = append(misses, missed...)
 	curve, err := r.measureBundleCurve(ctx)
 	if err != nil {
 		return "", nil, err
 	}
 	report.WriteString(curve)
-	rows.Reset()
-	for _, c := range satWriteCases() {
-		if !strings.Contains(c.String(), *only) {
-			continue
-		}
-		row, missed, err := r.compareSatWrite(ctx, c)
-		if err != nil {
-			return "", nil, err
-		}
-		rows.WriteString(row)
-		misses = append(misses, missed...)
+	writes, missed, err := satTable(satWriteHeader, satWriteCases(), func(c writeCase) (string, []string, error) { return r.compareSatWrite(ctx, c) })
+	if err != nil {
+		return "", nil, err
 	}
-	if rows.Len() > 0 {
-		report.WriteString(satWriteHeader + rows.String())
-	}
+	report.WriteString(writes)
+	misses = append(misses, missed...)
 	table, missed, err := r.measureDestinations(ctx)
 	if err != nil {
 		return "", nil, err
@@ -177,6 +159,28 @@ func measureSaturation(ctx context.Context) (string, []string, error) {
 	report.WriteString(table)
 	misses = append(misses, missed...)
 	return report.String(), misses, nil
+}
+
+// satTable compares the cases --only selects and returns their table under
+// header ("" when none ran) and what missed a target.
+func satTable[C fmt.Stringer](header string, cases []C, compare func(C) (string, []string, error)) (string, []string, error) {
+	var rows strings.Builder
+	var misses []string
+	for _, c := range cases {
+		if !strings.Contains(c.String(), *only) {
+			continue
+		}
+		row, missed, err := compare(c)
+		if err != nil {
+			return "", nil, err
+		}
+		rows.WriteString(row)
+		misses = append(misses, missed...)
+	}
+	if rows.Len() == 0 {
+		return "", misses, nil
+	}
+	return header + rows.String(), misses, nil
 }
 
 // judgement is a ratio and its target: at most the target when atMost,
