@@ -1,6 +1,7 @@
 package source
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 	"github.com/google/go-cmp/cmp"
 
@@ -68,7 +70,7 @@ func newDecodeBatch(t *testing.T, policy DecodePolicy, edit func(*Config)) *deco
 // and returns the ack IDs it claimed.
 func (b *decodeBatch) process() ([]string, error) {
 	batch := drain(b.h.r, 100, 1)
-	out, err := b.fn.emitBatch(b.h.r, b.rt, 1, batch,
+	out, err := b.fn.emitBatch(b.h.r, b.rt, 1, time.Time{}, batch,
 		func(_ beam.EventTime, m model.Message) { b.emitted = append(b.emitted, m.ID) },
 		func(_ beam.EventTime, f dlq.FailedMessage) { b.dead = append(b.dead, f) })
 	if err != nil {
@@ -294,6 +296,10 @@ func TestEventTime(t *testing.T) {
 		{"Unix millis", attr, map[string]string{attr: "1700000000123"}, time.UnixMilli(1700000000123)},
 		{"Unix millis zero", attr, map[string]string{attr: "0"}, time.UnixMilli(0)},
 		{"Unix millis before the epoch", attr, map[string]string{attr: "-1000"}, time.UnixMilli(-1000)},
+		// What Write(TimestampAttribute) stamps on an element at Beam's
+		// minimum timestamp: the far end of the range, but in it.
+		{"Beam's minimum timestamp", attr, map[string]string{attr: "-9223372036854775"}, mtime.MinTimestamp.ToTime()},
+		{"the end of the global window", attr, map[string]string{attr: strconv.FormatInt(mtime.EndOfGlobalWindowTime.Milliseconds(), 10)}, mtime.EndOfGlobalWindowTime.ToTime()},
 	}
 	for _, c := range cases {
 		got, err := eventTime(c.attribute, c.attrs, publish)
@@ -320,6 +326,26 @@ func TestEventTimeMalformedNamesAttributeAndValue(t *testing.T) {
 				t.Errorf("value %q: error %q does not contain %s", v, err, want)
 			}
 		}
+	}
+}
+
+// A time Beam cannot carry is a decode failure naming the attribute and
+// the value: emitted, it would be clamped to another time, and its lag
+// would overflow the watermark's arithmetic.
+func TestEventTimeOutsideBeamsRangeFails(t *testing.T) {
+	publish := time.Unix(1, 0)
+	for _, v := range []string{
+		"-9223372036854776",   // a millisecond before Beam's minimum
+		"9223372036854775807", // the largest int64 of milliseconds
+		strconv.FormatInt(mtime.EndOfGlobalWindowTime.Milliseconds()+1, 10),
+	} {
+		_, err := eventTime("event_ts", map[string]string{"event_ts": v}, publish)
+		if err == nil || !strings.Contains(err.Error(), `"event_ts"`) || !strings.Contains(err.Error(), "outside the timestamps Beam can carry") {
+			t.Errorf("value %q: error %v, want one naming the attribute and the range", v, err)
+		}
+	}
+	if _, err := eventTime("", nil, mtime.MaxTimestamp.ToTime()); err == nil || !strings.Contains(err.Error(), "publish time") {
+		t.Errorf("a publish time past the global window: error %v, want one naming the publish time", err)
 	}
 }
 
