@@ -23,6 +23,9 @@ type (
 const (
 	// StageDecode: received, but not decodable (the read, the record view).
 	StageDecode = dlq.StageDecode
+	// StageLate: received behind the watermark the read had already
+	// reported (LateDeadLetter).
+	StageLate = dlq.StageLate
 	// StageValidate: the sink found it breaks Pub/Sub's limits before
 	// sending.
 	StageValidate = dlq.StageValidate

@@ -31,6 +31,9 @@ type (
 	// DecodePolicy is DecodeFail, DecodeDrop, DecodeNack or DecodeDeadLetter:
 	// what the read does with a message that does not decode.
 	DecodePolicy = source.DecodePolicy
+	// LatePolicy is LateEmit or LateDeadLetter: what the read does with a
+	// message behind the watermark it already reported.
+	LatePolicy = source.LatePolicy
 	// SubscriptionSetup is what the read's prepare step does for one
 	// subscription before reading it: create it when missing, seek it to a
 	// start position. Most reads need none.
@@ -88,6 +91,17 @@ const (
 	DecodeNack = source.DecodeNack
 	// DecodeDeadLetter emits it on ReadWithDeadLetters' dead-letter output.
 	DecodeDeadLetter = source.DecodeDeadLetter
+)
+
+// Late policies (ReadConfig.LatePolicy): what happens to a message the
+// read emits behind the watermark it already reported. Either way it
+// counts in late_messages.
+const (
+	// LateEmit (default) emits it at its event time.
+	LateEmit = source.LateEmit
+	// LateDeadLetter emits it on ReadWithDeadLetters' dead-letter output
+	// (stage late) instead.
+	LateDeadLetter = source.LateDeadLetter
 )
 
 // Start positions (StartPosition.Kind); the functions below build them.

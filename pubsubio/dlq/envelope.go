@@ -27,7 +27,7 @@ const (
 	// AttrEnvelope marks a dead letter and holds the envelope's version,
 	// EnvelopeVersion. Decode refuses a message without it.
 	AttrEnvelope = "dlq.envelope"
-	// AttrStage is FailedMessage.Stage: decode, validate or publish.
+	// AttrStage is FailedMessage.Stage: decode, late, validate or publish.
 	AttrStage = "dlq.stage"
 	// AttrSubscription is where a source failure came from, the full name
 	// projects/P/subscriptions/S.
@@ -192,7 +192,7 @@ func (e *envelope) setTime(key string, t time.Time) {
 }
 
 // knownStages names the stages pubsubio writes, for errors.
-var knownStages = fmt.Sprintf("%q, %q or %q", StageDecode, StageValidate, StagePublish)
+var knownStages = fmt.Sprintf("%q, %q, %q or %q", StageDecode, StageLate, StageValidate, StagePublish)
 
 // setStage sets one of the stages pubsubio writes; another, which only a
 // FailedMessage built by hand has, is left out, and Decode reads its

@@ -22,7 +22,7 @@ type Stage string
 
 // known reports whether s is one of the stages pubsubio writes.
 func (s Stage) known() bool {
-	return s == StageDecode || s == StageValidate || s == StagePublish
+	return s == StageDecode || s == StageLate || s == StageValidate || s == StagePublish
 }
 
 const (
@@ -31,6 +31,11 @@ const (
 	// or by the record view (a payload that does not hold the chosen
 	// format).
 	StageDecode Stage = "decode"
+	// StageLate: the source received the message behind the watermark it
+	// had already reported, so a window downstream may have fired without
+	// it (source.LateDeadLetter); Error gives its event time and the
+	// watermark.
+	StageLate Stage = "late"
 	// StageValidate: the sink found, before sending, that the message breaks
 	// one of Pub/Sub's limits (size, attributes, ordering key, empty
 	// message), so Pub/Sub would have rejected it.
@@ -60,8 +65,8 @@ type FailedMessage struct {
 	// Topic is where a sink failure was going: the message's own Topic or the
 	// sink's default; zero for the source.
 	Topic model.Topic
-	// Stage is the step that failed. Encode writes only the three stages
-	// above; it lists any other in dlq.omitted.
+	// Stage is the step that failed. Encode writes only the stages above;
+	// it lists any other in dlq.omitted.
 	Stage Stage
 	// Code is the canonical gRPC status code name ("INVALID_ARGUMENT"),
 	// "INVALID_ARGUMENT" for a limit the sink checked before sending, and

@@ -52,13 +52,16 @@ type splitState struct {
 	buffered int
 	withheld int
 	// listening is false while the split's subscriber is stopped, waits for
-	// room in the budget or withholds deliveries, or holds as much as flow
-	// control lets Pub/Sub send: what arrives after that has waited on the
-	// server.
+	// room in the budget or withholds deliveries, holds as much as flow
+	// control lets Pub/Sub send, or its stream fails (within
+	// WatermarkMaxOutage): what arrives after that has waited on the server.
 	listening bool
+	// listenedAt is when the split last listened: at while it listens, and
+	// otherwise the last arrival or bundle end that found it listening.
+	listenedAt time.Time
 	// listeningSince is when the split last received a message, or started
-	// listening; at while it is not listening, so that it never looks idle
-	// then.
+	// listening (as far as bundle ends saw); at while it is not listening,
+	// so that it never looks idle then.
 	listeningSince time.Time
 	// maxLag is the largest lag of the arrivals within WatermarkWindow, if
 	// hasLag.
@@ -81,7 +84,12 @@ func (r *splitReader) endBundle(nacks []*delivery, policy watermarkPolicy) split
 		r.ledger.end(d, nackIt, nackedDecode)
 	}
 	s := r.stateLocked()
-	if c := policy.next(s.at, s); !c.IsZero() {
+	if s.listening {
+		r.lastListening = s.at
+	} else {
+		r.lastDeaf = s.at
+	}
+	if c := policy.next(s); !c.IsZero() {
 		if back := r.ledger.givenBack.oldest(s.at); !back.IsZero() && back.Before(c) {
 			c = back
 		}
@@ -99,12 +107,15 @@ func (r *splitReader) stateLocked() splitState {
 		at:             now,
 		buffered:       r.ledger.buffered,
 		withheld:       len(r.ledger.withheld),
-		listening:      r.running != nil && r.waiting == 0 && len(r.ledger.withheld) == 0 && !r.throttledLocked(),
-		listeningSince: r.lastArrival,
+		listenedAt:     r.lastListening,
+		listeningSince: later(r.lastArrival, r.lastDeaf),
 		oldestBuffered: r.ledger.oldestBuffered(),
 	}
+	s.listening = r.running != nil && r.waiting == 0 && s.withheld == 0 && !r.throttledLocked() && !r.outageLocked(now)
 	s.maxLag, s.hasLag = r.lags.largest(now)
-	if !s.listening {
+	if s.listening {
+		s.listenedAt = now
+	} else {
 		// Without this, a bundle that stalled downstream past IdleTimeout
 		// would end a bounded read with the backlog the budget gave back, or
 		// held back, unread.
@@ -131,4 +142,12 @@ func (r *splitReader) abandonBundle(seq int64) {
 	nacks, conn := r.ledger.giveBackFrom(seq), r.conn
 	r.mu.Unlock()
 	r.sendByRPC(conn, nil, nacks)
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -12,67 +12,6 @@ import (
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
-// OrderingMode says whether the read preserves per-ordering-key order.
-type OrderingMode string
-
-const (
-	// OrderingNone makes no ordering guarantee and is tuned for throughput:
-	// several splits may read one subscription.
-	OrderingNone OrderingMode = "NONE"
-	// OrderingPerKey emits each subscription's messages in order per ordering
-	// key. It reads each subscription through exactly one split and one
-	// streaming-pull connection, because Pub/Sub serializes a key's
-	// deliveries only within one connection. It needs subscriptions with
-	// message ordering enabled. Downstream, key by Message.OrderingKey to keep
-	// the order.
-	OrderingPerKey OrderingMode = "PER_KEY"
-)
-
-// FinalizationMode decides whether the read asks the runner for bundle
-// finalization callbacks. Acks never depend on them (the next bundle of a
-// split acks what the committed bundle emitted); when delivered they only
-// ack sooner.
-type FinalizationMode string
-
-const (
-	// FinalizationAuto uses finalization unless the SDK compiled into the
-	// binary is a version known to lose finalization callbacks (Beam Go
-	// 2.77.0 and earlier), and stops using it in a process where a runtime
-	// check sees a callback never delivered.
-	FinalizationAuto FinalizationMode = "AUTO"
-	// FinalizationOn always asks for finalization (still with the runtime
-	// check). For users on an SDK patched against the defect.
-	FinalizationOn FinalizationMode = "ON"
-	// FinalizationOff never asks for finalization.
-	FinalizationOff FinalizationMode = "OFF"
-)
-
-// DecodePolicy says what happens to a message that fails to decode: its
-// payload does not hold Config.Format, or its timestamp attribute is
-// malformed. A poison message must end somewhere visible; the policies
-// differ in where.
-type DecodePolicy string
-
-const (
-	// DecodeFail fails the bundle naming the message and why; the message
-	// is nacked and redelivered, so the job stops making progress until the
-	// publisher is fixed. Nothing is lost.
-	DecodeFail DecodePolicy = "FAIL"
-	// DecodeDrop acks the message with its bundle and counts it in
-	// decode_failures without emitting it: for streams where a bad message
-	// is worth less than a stalled job.
-	DecodeDrop DecodePolicy = "DROP"
-	// DecodeNack nacks the message at once, so that the subscription's own
-	// dead-letter policy forwards it after its max delivery attempts. Every
-	// subscription must have a dead-letter policy: without one a poison
-	// message is redelivered forever, invisibly.
-	DecodeNack DecodePolicy = "NACK"
-	// DecodeDeadLetter emits the message as a dlq.FailedMessage (stage
-	// decode) on the read's dead-letter output and acks it with its bundle.
-	// Only ReadWithDeadLetters returns that output.
-	DecodeDeadLetter DecodePolicy = "DEAD_LETTER"
-)
-
 // Defaults. Where the Pub/Sub client has a default, it is the client's, so a
 // read behaves like the client users already know; the reasons for the
 // rest are on the fields of Config.
@@ -90,6 +29,7 @@ const (
 	DefaultWatermarkWindow        = time.Minute            // see Config.WatermarkWindow
 	DefaultWatermarkIdle          = 10 * time.Second       // see Config.WatermarkIdle
 	DefaultWatermarkLateness      = time.Second            // see Config.WatermarkLateness
+	DefaultWatermarkMaxOutage     = 5 * time.Minute        // see Config.WatermarkMaxOutage
 )
 
 // Config configures a read. Only Subscriptions or Topics is required;
@@ -244,6 +184,21 @@ type Config struct {
 	WatermarkIdle     time.Duration
 	WatermarkLateness time.Duration
 
+	// WatermarkMaxOutage bounds how long a split whose streaming pull keeps
+	// failing holds the watermark: the client retries such a stream in
+	// silence, and without the hold everything published during an outage
+	// would arrive late. The hold ends early when the stream answers or the
+	// subscription answers a describe (probed once per WatermarkIdle); past
+	// the bound the watermark advances again, counted in
+	// watermark_outages_released. If zero, DefaultWatermarkMaxOutage (5
+	// min) is used. README, Windows and watermarks.
+	WatermarkMaxOutage time.Duration
+
+	// LatePolicy is what happens to a message the read emits behind the
+	// watermark it already reported: LateEmit (default) or LateDeadLetter.
+	// Either way it counts in late_messages. README, Late data.
+	LatePolicy LatePolicy
+
 	// Finalization: FinalizationAuto (default), FinalizationOn or
 	// FinalizationOff. See FinalizationMode.
 	Finalization FinalizationMode
@@ -285,6 +240,8 @@ func (cfg Config) withDefaults() (Config, error) {
 	construct.Default(&cfg.WatermarkWindow, DefaultWatermarkWindow)
 	construct.Default(&cfg.WatermarkIdle, DefaultWatermarkIdle)
 	construct.Default(&cfg.WatermarkLateness, DefaultWatermarkLateness)
+	construct.Default(&cfg.WatermarkMaxOutage, DefaultWatermarkMaxOutage)
+	construct.Default(&cfg.LatePolicy, LateEmit)
 	cfg, topicErrs := cfg.withTopics()
 	cfg.setupWithDefaults()
 	return cfg, cfg.validate(topicErrs)
@@ -322,6 +279,11 @@ func (cfg Config) validate(errs []error) error {
 	case DecodeFail, DecodeDrop, DecodeNack, DecodeDeadLetter:
 	default:
 		bad("DecodePolicy %q is unknown; use %q, %q, %q or %q", text.Truncate(string(cfg.DecodePolicy), maxQuotedValue), DecodeFail, DecodeDrop, DecodeNack, DecodeDeadLetter)
+	}
+	switch cfg.LatePolicy {
+	case LateEmit, LateDeadLetter:
+	default:
+		bad("LatePolicy %q is unknown; use %q or %q", text.Truncate(string(cfg.LatePolicy), maxQuotedValue), LateEmit, LateDeadLetter)
 	}
 	errs = append(errs, cfg.checkLimits()...)
 	// A name Pub/Sub refuses as an attribute key is on no message, so

@@ -30,7 +30,9 @@
 //     before it emitted, takes what is buffered, emits it at its event time
 //     (or as a dead letter, under DecodePolicy), and checkpoints with the
 //     ack IDs it emitted (restriction.go); it moves the watermark
-//     (watermark.go).
+//     (watermark.go), which holds while the split's stream fails
+//     (health.go), and counts, or dead-letters under LatePolicy
+//     (policies.go), what it emits behind it.
 //   - The ledger (acklifecycle.go) holds every delivery from its arrival
 //     until it is acked (through the held message, with the Acknowledge RPC
 //     when the residual resumed in another process (ackid.go), or by a

@@ -7,7 +7,8 @@ import (
 )
 
 // maxGivenBack bounds how many given-back messages a read remembers; past
-// it, further ones do not hold the watermark (about 100 bytes each).
+// it, further ones do not hold the watermark (about 100 bytes each) and
+// count in given_back_untracked.
 const maxGivenBack = 100_000
 
 // givenBack remembers, for one read in one process, the messages the read
@@ -16,9 +17,12 @@ const maxGivenBack = 100_000
 // redelivers them with their original publish time, so the watermark must
 // not pass them (watermark.go). Each is remembered for at most hold: one
 // that another consumer took, or that Pub/Sub keeps back longer, stops
-// holding the watermark then. Safe for concurrent use.
+// holding the watermark then, and counts in given_back_unseen: most likely
+// Pub/Sub redelivered it to another worker, where nothing holds the
+// watermark for it. Safe for concurrent use.
 type givenBack struct {
-	hold time.Duration
+	hold  time.Duration
+	stats *stats
 
 	mu      sync.Mutex
 	entries map[string]givenBackEntry // by message ID: the latest give-back
@@ -32,8 +36,8 @@ type givenBackEntry struct {
 	seq       int64
 }
 
-func newGivenBack(hold time.Duration) *givenBack {
-	return &givenBack{hold: hold, entries: map[string]givenBackEntry{}}
+func newGivenBack(hold time.Duration, s *stats) *givenBack {
+	return &givenBack{hold: hold, stats: s, entries: map[string]givenBackEntry{}}
 }
 
 // add remembers that message id, of eventTime, was given back at now.
@@ -41,6 +45,7 @@ func (g *givenBack) add(id string, eventTime, now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if _, ok := g.entries[id]; !ok && len(g.entries) >= maxGivenBack {
+		g.stats.add(givenBackUntracked, 1)
 		return
 	}
 	g.seq++
@@ -83,6 +88,7 @@ func (g *givenBack) oldest(now time.Time) time.Time {
 		case now.Sub(e.at) >= g.hold:
 			heap.Pop(&g.order)
 			delete(g.entries, top.id)
+			g.stats.add(givenBackUnseen, 1)
 		default:
 			return e.eventTime
 		}

@@ -76,7 +76,9 @@ type fakePuller struct {
 	closed      int
 	ackErr      error
 	describeErr error // what describe returns
+	describes   int   // describe calls
 	inventory   []*trackedHandle
+	stream      streamHealth
 }
 
 // trackedHandle is a delivery in a fakePuller's inventory.
@@ -140,6 +142,7 @@ func (f *fakePuller) receive(ctx context.Context, _ func(*pubsub.Message) bool) 
 func (f *fakePuller) describe(context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.describes++
 	return f.describeErr
 }
 
@@ -167,6 +170,8 @@ func (f *fakePuller) nackedByRPC() []string {
 	}
 	return ids
 }
+
+func (f *fakePuller) health() *streamHealth { return &f.stream }
 
 func (f *fakePuller) close() error {
 	f.mu.Lock()

@@ -64,8 +64,10 @@ func (r *splitReader) deliver(run *receiveRun, d *delivery) bool {
 	}
 	d.arrived = r.now()
 	r.ledger.hold(d)
-	r.lastArrival = d.arrived
-	r.lags.add(d.arrived, d.arrived.Sub(d.eventTime))
+	r.lastArrival, r.lastListening = d.arrived, d.arrived
+	// A message stamped ahead of the clock has no lag: it must not move the
+	// watermark past the clock.
+	r.lags.add(d.arrived, max(d.arrived.Sub(d.eventTime), 0))
 	return true
 }
 

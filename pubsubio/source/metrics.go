@@ -33,6 +33,13 @@ const (
 	shutdownsAbandoned
 	failuresAbsorbed // subscriber errors raised during a release, reported nowhere else
 	decodeFailures
+	lateMessages                // emitted behind the watermark the split had reported
+	watermarkOutages            // streams seen failing, each holding the watermark
+	watermarkOutagesReleased    // outages that outlasted WatermarkMaxOutage
+	watermarkSkippedUnestimated // splits left out of the read's watermark for having no estimate
+	watermarkSkippedStale       // splits left out of the read's watermark for not being polled
+	givenBackUntracked          // given back past maxGivenBack: they do not hold the watermark
+	givenBackUnseen             // given back and not seen again within WatermarkWindow
 	numCounters
 )
 
@@ -55,6 +62,14 @@ var counterNames = [numCounters]string{
 	shutdownsAbandoned: "subscriber_shutdowns_abandoned",
 	failuresAbsorbed:   "subscriber_failures_absorbed",
 	decodeFailures:     "decode_failures",
+
+	lateMessages:                "late_messages",
+	watermarkOutages:            "watermark_outages",
+	watermarkOutagesReleased:    "watermark_outages_released",
+	watermarkSkippedUnestimated: "watermark_splits_skipped_unestimated",
+	watermarkSkippedStale:       "watermark_splits_skipped_stale",
+	givenBackUntracked:          "given_back_untracked",
+	givenBackUnseen:             "given_back_unseen",
 }
 
 var (

@@ -28,6 +28,8 @@ const streamingPullMethod = "/google.pubsub.v1.Subscriber/StreamingPull"
 // emulator, minutes later; README, Known limits).
 type pulled struct {
 	timestampAttribute string // Config.TimestampAttribute, for event times
+	// health records the streams' failures and responses (health.go).
+	health streamHealth
 
 	mu   sync.Mutex
 	msgs map[string]pulledMessage // by message ID
@@ -49,7 +51,11 @@ func newPulled(timestampAttribute string) *pulled {
 func (p *pulled) interceptor() grpc.DialOption {
 	return grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		s, err := streamer(ctx, desc, cc, method, opts...)
-		if err != nil || method != streamingPullMethod {
+		if method != streamingPullMethod {
+			return s, err
+		}
+		if err != nil {
+			p.health.failed(err, time.Now())
 			return s, err
 		}
 		return &recordingStream{ClientStream: s, pulled: p}, nil
@@ -63,7 +69,12 @@ type recordingStream struct {
 
 func (s *recordingStream) RecvMsg(m any) error {
 	err := s.ClientStream.RecvMsg(m)
-	if resp, ok := m.(*pubsubpb.StreamingPullResponse); ok && err == nil {
+	if err != nil {
+		s.pulled.health.failed(err, time.Now())
+		return err
+	}
+	if resp, ok := m.(*pubsubpb.StreamingPullResponse); ok {
+		s.pulled.health.answered()
 		s.pulled.add(resp.GetReceivedMessages())
 	}
 	return err

@@ -23,7 +23,7 @@ func TestStoppedSubscriberGivesBackWhatItNeverDelivered(t *testing.T) {
 		c.Connection = f.conn
 		c.MaxOutstandingMessages = 1
 	})
-	back := newGivenBack(time.Minute)
+	back := newGivenBack(time.Minute, newStats())
 	s, err := dialPuller(context.Background(), subs[0], cfg, back)
 	if err != nil {
 		t.Fatal(err)

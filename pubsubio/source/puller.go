@@ -31,6 +31,8 @@ type puller interface {
 	// nack gives messages back by ID (a zero ack deadline), for a
 	// subscriber that stopped.
 	nack(ctx context.Context, ackIDs []string) error
+	// health is what the streaming pulls last reported (health.go).
+	health() *streamHealth
 	close() error
 }
 
@@ -44,7 +46,7 @@ type clientPuller struct {
 	conn      connection.Settings
 	name      string
 	settings  pubsub.ReceiveSettings
-	pulled    *pulled    // what the client pulled and has not handed over
+	pulled    *pulled    // what the client pulled and has not handed over, and the stream's health
 	givenBack *givenBack // the read's, told what a stop gives back
 }
 
@@ -136,5 +138,7 @@ func inChunks(ackIDs []string, f func([]string) error) error {
 	}
 	return nil
 }
+
+func (s *clientPuller) health() *streamHealth { return &s.pulled.health }
 
 func (s *clientPuller) close() error { return s.client.Close() }

@@ -37,7 +37,7 @@ func TestReceiveFromAnEndpointThatNeverAnswersFails(t *testing.T) {
 		c.Subscriptions = []model.Subscription{sub}
 		c.Connection = connection.Settings{EmulatorEndpoint: l.Addr().String(), RPCTimeout: 2 * time.Second}
 	})
-	p, err := dialPuller(context.Background(), sub, cfg, newGivenBack(cfg.WatermarkWindow))
+	p, err := dialPuller(context.Background(), sub, cfg, newGivenBack(cfg.WatermarkWindow, newStats()))
 	if err != nil {
 		t.Fatal(err)
 	}

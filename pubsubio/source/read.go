@@ -15,8 +15,8 @@ import (
 
 // Read reads cfg.Subscriptions and cfg.Topics and returns a PCollection<model.Message>
 // whose event time is each message's publish time (or TimestampAttribute).
-// It rejects DecodePolicy DecodeDeadLetter, whose dead letters it has no
-// output for: use ReadWithDeadLetters. It panics on an invalid
+// It rejects DecodePolicy DecodeDeadLetter and LatePolicy LateDeadLetter,
+// whose dead letters it has no output for: use ReadWithDeadLetters. It panics on an invalid
 // configuration; TryRead returns the error.
 func Read(s beam.Scope, cfg Config) beam.PCollection {
 	col, err := TryRead(s, cfg)
@@ -31,6 +31,9 @@ func TryRead(s beam.Scope, cfg Config) (beam.PCollection, error) {
 	if cfg.DecodePolicy == DecodeDeadLetter {
 		return beam.PCollection{}, construct.Invalid("pubsubio.Read", fmt.Errorf("DecodePolicy %s emits dead letters that Read has no output for; use ReadWithDeadLetters, or another DecodePolicy", DecodeDeadLetter))
 	}
+	if cfg.LatePolicy == LateDeadLetter {
+		return beam.PCollection{}, construct.Invalid("pubsubio.Read", fmt.Errorf("LatePolicy %s emits dead letters that Read has no output for; use ReadWithDeadLetters, or LatePolicy %s", LateDeadLetter, LateEmit))
+	}
 	msgs, _, err := read(s, cfg)
 	return msgs, err
 }
@@ -38,8 +41,9 @@ func TryRead(s beam.Scope, cfg Config) (beam.PCollection, error) {
 // ReadWithDeadLetters is Read that also returns the read's dead letters: a
 // PCollection<dlq.FailedMessage> of the messages that failed to decode under
 // DecodePolicy DecodeDeadLetter (stage decode, Subscription and Attempts
-// set), for instance to pass to dlq.Write. Under the other policies it
-// stays empty. It panics on an invalid configuration;
+// set) and of those that arrived late under LatePolicy LateDeadLetter
+// (stage late), for instance to pass to dlq.Write. Under the other
+// policies it stays empty. It panics on an invalid configuration;
 // TryReadWithDeadLetters returns the error.
 func ReadWithDeadLetters(s beam.Scope, cfg Config) (msgs, deadLetters beam.PCollection) {
 	msgs, deadLetters, err := TryReadWithDeadLetters(s, cfg)

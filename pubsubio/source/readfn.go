@@ -137,7 +137,7 @@ func (fn *readFn) runBundle(ctx context.Context, we *watermarkEstimator, rt *sdf
 	if err != nil {
 		return sdf.StopProcessing(), err
 	}
-	out, err := fn.emitBatch(r, rt, rest.Seq, batch, emit, dead)
+	out, err := fn.emitBatch(r, rt, rest.Seq, we.CurrentWatermark(), batch, emit, dead)
 	if err != nil {
 		return sdf.StopProcessing(), err
 	}
@@ -180,11 +180,12 @@ type emitted struct {
 }
 
 // emitBatch claims and emits batch. A message that did not decode follows
-// DecodePolicy. Under DecodeFail it fails the bundle; so does a downstream
+// DecodePolicy, and one behind watermark, what the split last reported,
+// LatePolicy. Under DecodeFail it fails the bundle; so does a downstream
 // failure (a panic out of emit). Either way everything this bundle emitted
 // goes back to Pub/Sub at once, because the runner will discard this
 // bundle's output.
-func (fn *readFn) emitBatch(r *splitReader, rt *sdf.LockRTracker, seq int64, batch []*delivery, emit emitFn, dead deadFn) (out emitted, err error) {
+func (fn *readFn) emitBatch(r *splitReader, rt *sdf.LockRTracker, seq int64, watermark time.Time, batch []*delivery, emit emitFn, dead deadFn) (out emitted, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.abandonBundle(seq)
@@ -217,14 +218,34 @@ func (fn *readFn) emitBatch(r *splitReader, rt *sdf.LockRTracker, seq int64, bat
 		out.claimed = append(out.claimed, d.ackID)
 		if d.err != nil {
 			if fn.Cfg.DecodePolicy == DecodeDeadLetter {
-				f := dlq.New(dlq.StageDecode, d.msg, d.err, d.msg.DeliveryAttempt, r.now())
-				f.Subscription = d.msg.Subscription
-				dead(mtime.FromTime(d.eventTime), f)
+				dead(mtime.FromTime(d.eventTime), fn.deadLetter(r, dlq.StageDecode, d, d.err))
 			}
 			continue
+		}
+		if d.eventTime.Before(watermark) {
+			st.add(lateMessages, 1)
+			if fn.Cfg.LatePolicy == LateDeadLetter {
+				// At the watermark, so that it is not late on the dead-letter
+				// output as well.
+				dead(mtime.FromTime(watermark), fn.deadLetter(r, dlq.StageLate, d, lateError(d.eventTime, watermark)))
+				continue
+			}
 		}
 		emit(mtime.FromTime(d.eventTime), d.msg)
 		st.add(messagesEmitted, 1)
 	}
 	return out, nil
+}
+
+// deadLetter is d's dead letter for failing at stage with err.
+func (fn *readFn) deadLetter(r *splitReader, stage dlq.Stage, d *delivery, err error) dlq.FailedMessage {
+	f := dlq.New(stage, d.msg, err, d.msg.DeliveryAttempt, r.now())
+	f.Subscription = d.msg.Subscription
+	return f
+}
+
+// lateError says why a message is late.
+func lateError(eventTime, watermark time.Time) error {
+	return fmt.Errorf("event time %s is behind the watermark %s the read had already reported: a window downstream may have fired without it",
+		eventTime.UTC().Format(time.RFC3339Nano), watermark.UTC().Format(time.RFC3339Nano))
 }

@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -71,5 +73,65 @@ func TestIdleReadOfAVanishedSubscriptionFails(t *testing.T) {
 		}
 		rest = res.(Restriction)
 		time.Sleep(pc.ResumeDelay()) // as the runner would
+	}
+}
+
+// A message behind the watermark the split already reported is counted in
+// late_messages; under LateDeadLetter it goes to the dead letters (stage
+// late, at the watermark, saying both times) instead of downstream, where a
+// fired window would drop it. Either way it is claimed, so acked with its
+// bundle.
+func TestLateMessagesAreCountedAndRouted(t *testing.T) {
+	for _, policy := range []LatePolicy{LateEmit, LateDeadLetter} {
+		t.Run(string(policy), func(t *testing.T) {
+			cfg := testConfig(t, func(c *Config) { c.LatePolicy = policy })
+			h := newReaderHarness(t, cfg)
+			run := h.poll()
+			watermark := h.clock.now().Add(-time.Minute)
+			deliverTo(h.r, run, &pubsub.Message{ID: "late", PublishTime: watermark.Add(-time.Millisecond)}, &fakeHandle{}, "ack-late")
+			deliverTo(h.r, run, &pubsub.Message{ID: "on-time", PublishTime: watermark}, &fakeHandle{}, "ack-on-time")
+			fn := &readFn{Cfg: cfg}
+			rt := sdf.NewLockRTracker(newTracker(Restriction{}, processID))
+			var emitted []string
+			var dead []dlq.FailedMessage
+			out, err := fn.emitBatch(h.r, rt, 0, watermark, drain(h.r, 10, 0),
+				func(_ beam.EventTime, m model.Message) { emitted = append(emitted, m.ID) },
+				func(at beam.EventTime, f dlq.FailedMessage) {
+					if !at.ToTime().Equal(watermark) {
+						t.Errorf("dead letter at %v, want the watermark %v", at.ToTime(), watermark)
+					}
+					dead = append(dead, f)
+				})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out.claimed) != 2 {
+				t.Errorf("claimed %d, want both: the late one is acked with its bundle", len(out.claimed))
+			}
+			h.checkCount("late_messages", lateMessages, 1)
+			wantEmitted := []string{"late", "on-time"}
+			if policy == LateDeadLetter {
+				wantEmitted = []string{"on-time"}
+				if len(dead) != 1 || dead[0].Stage != dlq.StageLate || dead[0].Message.ID != "late" ||
+					!strings.Contains(dead[0].Error, watermark.UTC().Format(time.RFC3339Nano)) {
+					t.Errorf("dead letters %+v, want the late message at stage late, naming the watermark", dead)
+				}
+			} else if len(dead) != 0 {
+				t.Errorf("dead letters %+v under LateEmit, want none", dead)
+			}
+			if diff := cmp.Diff(wantEmitted, emitted); diff != "" {
+				t.Errorf("emitted (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Read has no dead-letter output: it refuses LateDeadLetter at
+// construction, naming it and ReadWithDeadLetters.
+func TestReadRefusesLateDeadLetter(t *testing.T) {
+	_, s := beam.NewPipelineWithRoot()
+	_, err := TryRead(s, Config{Subscriptions: testSubs(1), LatePolicy: LateDeadLetter})
+	if err == nil || !strings.Contains(err.Error(), "LatePolicy") || !strings.Contains(err.Error(), "ReadWithDeadLetters") {
+		t.Errorf("TryRead with LateDeadLetter: %v, want an error naming LatePolicy and ReadWithDeadLetters", err)
 	}
 }

@@ -42,11 +42,12 @@ type readState struct {
 }
 
 func newReadState(cfg Config) *readState {
+	s := newStats()
 	return &readState{
 		readers:   map[int]*splitReader{},
 		budget:    newBudget(cfg.BufferMaxMessages, cfg.BufferMaxBytes),
-		givenBack: newGivenBack(cfg.WatermarkWindow),
-		stats:     newStats(),
+		givenBack: newGivenBack(cfg.WatermarkWindow, s),
+		stats:     s,
 	}
 }
 
@@ -129,9 +130,11 @@ func (g *registry) reader(key splitKey, split Split, cfg Config) (*splitReader, 
 	return r, rs
 }
 
-// watermark is the lowest own watermark of read's splits in this process
-// (watermark.go), zero when one has none yet.
+// watermark is the lowest watermark the read's splits in this process hold
+// it at (splitReader.holdLocked; watermark.go), zero while one has none
+// yet.
 func (g *registry) watermark(read string) time.Time {
+	now := g.now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	rs := g.reads[read]
@@ -142,9 +145,9 @@ func (g *registry) watermark(read string) time.Time {
 	first := true
 	for _, r := range rs.readers {
 		r.mu.Lock() // the registry's lock, then a reader's: as in reader
-		w := r.watermark
+		w, ok := r.holdLocked(now)
 		r.mu.Unlock()
-		if first || w.Before(low) {
+		if ok && (first || w.Before(low)) {
 			low, first = w, false
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/pubsub/v2"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -219,4 +220,71 @@ func TestRegistryDetachReleasesWithLastUser(t *testing.T) {
 	held[0].check(t, "after the last instance detached", 0, 1)
 	awaitDone(t, "last instance detached", ctx)
 	h.g.detach("read-1") // detaching an unknown read is harmless
+}
+
+// A split that has no estimate of its own holds the read's watermark in
+// the process (it may yet receive old messages), but only for WatermarkIdle
+// after it started: one that never listens (here: never polled for its
+// subscriber) must not freeze every other split for good.
+func TestSplitWithoutAnEstimateHoldsForWatermarkIdle(t *testing.T) {
+	h := newRegistryHarness(t)
+	cfg := registryConfig(t, nil)
+	rs := h.g.attach("r", cfg)
+	t.Cleanup(func() { h.g.detach("r") })
+	splits := []Split{{Index: 0, Subscription: cfg.Subscriptions[0]}, {Index: 1, Subscription: cfg.Subscriptions[1]}}
+	estimated, _ := h.g.reader(splitKey{read: "r", index: 0}, splits[0], cfg)
+	h.g.reader(splitKey{read: "r", index: 1}, splits[1], cfg)
+	t0 := h.clock.now()
+	estimated.mu.Lock()
+	estimated.watermark = t0.Add(-time.Second)
+	estimated.mu.Unlock()
+	if got := h.g.watermark("r"); !got.IsZero() {
+		t.Errorf("while the other split may still get its first estimate: %v, want none", got)
+	}
+	h.clock.advance(cfg.WatermarkIdle)
+	h.g.reader(splitKey{read: "r", index: 1}, splits[1], cfg) // polled, never listening
+	h.g.reader(splitKey{read: "r", index: 0}, splits[0], cfg)
+	if got := h.g.watermark("r"); !got.Equal(t0.Add(-time.Second)) {
+		t.Errorf("WatermarkIdle later: %v, want the estimated split's %v", got, t0.Add(-time.Second))
+	}
+	h.g.watermark("r")
+	if got := rs.stats.get(watermarkSkippedUnestimated); got != 1 {
+		t.Errorf("watermark_splits_skipped_unestimated = %d, want 1 (once per spell)", got)
+	}
+}
+
+// A split no longer polled here (the runner moved it to another worker, or
+// its bundle is stuck) stays in the registry until LeaseIdle. Past
+// WatermarkIdle its frozen estimate must not hold the others; what it holds
+// unemitted still does.
+func TestSplitNotPolledHoldsOnlyWhatItHolds(t *testing.T) {
+	h := newRegistryHarness(t)
+	cfg := registryConfig(t, nil)
+	rs := h.g.attach("r", cfg)
+	t.Cleanup(func() { h.g.detach("r") })
+	splits := []Split{{Index: 0, Subscription: cfg.Subscriptions[0]}, {Index: 1, Subscription: cfg.Subscriptions[1]}}
+	polled, _ := h.g.reader(splitKey{read: "r", index: 0}, splits[0], cfg)
+	moved, _ := h.g.reader(splitKey{read: "r", index: 1}, splits[1], cfg)
+	t0 := h.clock.now()
+	run := pollRun(t, moved)
+	set := func(r *splitReader, w time.Time) {
+		r.mu.Lock()
+		r.watermark = w
+		r.mu.Unlock()
+	}
+	set(moved, t0.Add(-time.Hour))
+	h.clock.advance(cfg.WatermarkIdle)
+	h.g.reader(splitKey{read: "r", index: 0}, splits[0], cfg)
+	set(polled, h.clock.now().Add(-time.Second))
+	if got, want := h.g.watermark("r"), h.clock.now().Add(-time.Second); !got.Equal(want) {
+		t.Errorf("the other split not polled for WatermarkIdle, holding nothing: %v, want the polled split's %v", got, want)
+	}
+	old := t0.Add(-30 * time.Minute)
+	deliverTo(moved, run, &pubsub.Message{ID: "held", PublishTime: old}, &fakeHandle{}, "ack-held")
+	if got := h.g.watermark("r"); !got.Equal(old) {
+		t.Errorf("the stale split holding an unemitted message: %v, want its event time %v", got, old)
+	}
+	if got := rs.stats.get(watermarkSkippedStale); got != 1 {
+		t.Errorf("watermark_splits_skipped_stale = %d, want 1 (once per spell)", got)
+	}
 }

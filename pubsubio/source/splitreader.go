@@ -42,14 +42,28 @@ type splitReader struct {
 	// budget, during a long downstream stall does not make a bounded read
 	// look idle.
 	lastArrival time.Time
-	// lags are the lags (arrival minus event time) of recent arrivals, and
-	// watermark is the split's own estimate at its latest bundle
+	// lags are the lags (arrival minus event time) of recent arrivals,
+	// lastListening the last arrival or bundle end that found the split
+	// listening, lastDeaf the last bundle end that found it not listening,
+	// and watermark the split's own estimate at its latest bundle
 	// (watermark.go).
-	lags      arrivalLags
-	watermark time.Time
-	failure   error
-	started   bool
-	released  bool
+	lags          arrivalLags
+	lastListening time.Time
+	lastDeaf      time.Time
+	watermark     time.Time
+	// created is when the split first ran in this process, and skipped why
+	// the read's watermark last left it out (watermark.go).
+	created time.Time
+	skipped holdSkip
+	// The stream's outage (health.go): the start of the one counted, whether
+	// WatermarkMaxOutage released it, and the describe probe.
+	outage         time.Time
+	outageReleased bool
+	probing        bool
+	lastProbe      time.Time
+	failure        error
+	started        bool
+	released       bool
 	// waiting counts deliveries waiting for room in the budget.
 	waiting int
 	// budgetWait is budgetWaitFor(cfg); tests change it.
@@ -69,7 +83,7 @@ func newSplitReader(split Split, cfg Config, rs *readState, now func() time.Time
 	return &splitReader{
 		split: split, cfg: cfg, budget: rs.budget, stats: rs.stats, now: now, dial: dial,
 		ledger:     newLedger(rs.budget, rs.stats, rs.givenBack, now),
-		lastPolled: t, lastArrival: t,
+		lastPolled: t, lastArrival: t, lastListening: t, created: t,
 		lags:       arrivalLags{window: cfg.WatermarkWindow},
 		budgetWait: budgetWaitFor(cfg),
 	}

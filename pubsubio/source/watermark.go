@@ -1,6 +1,7 @@
 package source
 
 import (
+	"math"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
@@ -10,33 +11,43 @@ import (
 // the windows of the pipeline fire and what is late. Pub/Sub's data plane
 // shows no backlog, so it is estimated from what arrives:
 //
-//   - Each message's lag is its arrival minus its event time. While
-//     messages arrive, the split's watermark trails the clock by the
-//     largest lag seen within WatermarkWindow, plus WatermarkLateness:
-//     whatever arrives next, if it is no later than what arrived recently,
-//     is not late. A caught-up subscription has a lag of the delivery
-//     latency, so windows fire about WatermarkLateness after they end; a
-//     lagging one has the lag of its backlog, so the watermark follows the
-//     event times it reads.
-//   - It never passes a message the split buffered and has not emitted,
-//     nor one the read gave back (a failed bundle, a stopped subscriber)
-//     and has not seen again, for up to WatermarkWindow.
-//   - It does not move while the split is not listening: stopped at the
-//     budget, waiting for room in it, or held back by flow control, since
-//     what arrives after that has waited on the server.
-//   - A split that has received nothing since it started listening moves
-//     to now minus WatermarkLateness once WatermarkIdle has passed, so an
-//     idle subscription never holds the pipeline back.
+//   - Each message's lag is its arrival minus its event time (zero for one
+//     stamped ahead of the clock). While messages arrive, the split's
+//     watermark trails the moment it last listened by the largest lag seen
+//     within WatermarkWindow, plus WatermarkLateness: whatever arrives next,
+//     if it is no later than what arrived recently, is not late. A
+//     caught-up subscription has a lag of the delivery latency, so windows
+//     fire about WatermarkLateness after they end; a lagging one has the
+//     lag of its backlog, so the watermark follows the event times it reads.
+//   - It never passes now minus WatermarkLateness, a message the split
+//     buffered and has not emitted, nor one the read gave back (a failed
+//     bundle, a stopped subscriber) and has not seen again, for up to
+//     WatermarkWindow.
+//   - It advances only as far as the split listened: stopped at the budget,
+//     waiting for room in it, holding a full flow-control window, or with a
+//     failing stream (health.go), it does not listen, and what arrives after
+//     that has waited on the server. Under a steady load the window fills
+//     and empties many times a second, and every arrival is a moment it
+//     listened, so the watermark keeps moving while a backlog drains.
+//   - A split that has received nothing for WatermarkIdle while listening
+//     moves to now minus WatermarkLateness, so an idle subscription never
+//     holds the pipeline back.
 //   - The read reports, for every split, the lowest watermark of the splits
 //     this process runs (registry.go): a runner may take the latest
 //     checkpoint's estimate as the whole stage's (Prism 2.77 does), and one
-//     split's must not pass another's messages.
+//     split's must not pass another's messages. A split without an estimate
+//     WatermarkIdle after it started, or not polled for WatermarkIdle (it
+//     moved to another worker, or its bundle is stuck), holds the others
+//     only at the messages it holds unemitted (splitReader.hold).
+//   - Event times Beam cannot carry are decode failures (decode.go), and
+//     every sum saturates, so no message can move it to the end of time.
 //
 // What it trades: a message that arrives later, relative to its event time,
 // than WatermarkLateness beyond what arrived in the last WatermarkWindow is
-// late (a redelivery after a crash elsewhere, a stream Pub/Sub stalled); a
-// pipeline that must keep such messages sets an allowed lateness on its
-// windows (README, Windows and watermarks).
+// late (a redelivery after a crash elsewhere, a stream Pub/Sub stalled); the
+// read counts it (late_messages) and follows LatePolicy, and a pipeline that
+// must keep such messages sets an allowed lateness on its windows (README,
+// Windows and watermarks).
 
 // watermarkEstimator is a manual, monotone estimator: the read sets it at
 // the end of each bundle. Its state is Unix millis.
@@ -65,25 +76,73 @@ func (cfg Config) watermarkPolicy() watermarkPolicy {
 	return watermarkPolicy{Window: cfg.WatermarkWindow, Idle: cfg.WatermarkIdle, Lateness: cfg.WatermarkLateness}
 }
 
-// next is the split's watermark candidate at now, zero for none (the
+// next is the split's watermark candidate in state s, zero for none (the
 // watermark stays where it is); the caller keeps it monotone.
-func (p watermarkPolicy) next(now time.Time, s splitState) time.Time {
-	if !s.listening {
-		return time.Time{}
-	}
+func (p watermarkPolicy) next(s splitState) time.Time {
 	var c time.Time
 	switch {
 	case s.hasLag:
-		c = now.Add(-s.maxLag - p.Lateness)
-	case now.Sub(s.listeningSince) >= p.Idle:
-		c = now.Add(-p.Lateness)
+		c = s.listenedAt.Add(-addSaturating(s.maxLag, p.Lateness))
+	case s.listening && s.at.Sub(s.listeningSince) >= p.Idle:
+		c = s.at
 	default:
 		return time.Time{}
+	}
+	if limit := s.at.Add(-p.Lateness); c.After(limit) {
+		c = limit
 	}
 	if !s.oldestBuffered.IsZero() && s.oldestBuffered.Before(c) {
 		c = s.oldestBuffered
 	}
 	return c
+}
+
+// addSaturating is a + b for durations that are not negative, the largest
+// duration if that overflows.
+func addSaturating(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// holdSkip is why the read's watermark leaves a split's own estimate out.
+type holdSkip uint8
+
+const (
+	notSkipped  holdSkip = iota
+	unestimated          // no estimate WatermarkIdle after it started
+	stale                // not polled for WatermarkIdle
+)
+
+// holdLocked is what the split holds the read's watermark in this process
+// at (registry.watermark): its own estimate, zero while it has none. Without
+// an estimate WatermarkIdle after it started, or not polled for
+// WatermarkIdle, it holds only at the oldest message it holds unemitted (ok
+// false for none), and that is counted once per spell. A split whose stream
+// fails keeps holding for up to WatermarkMaxOutage (health.go).
+func (r *splitReader) holdLocked(now time.Time) (t time.Time, ok bool) {
+	skip := notSkipped
+	switch {
+	case now.Sub(r.lastPolled) >= r.cfg.WatermarkIdle:
+		skip = stale
+	case r.watermark.IsZero() && now.Sub(r.created) >= r.cfg.WatermarkIdle && r.outage.IsZero():
+		skip = unestimated
+	}
+	if skip != r.skipped {
+		switch skip {
+		case unestimated:
+			r.stats.add(watermarkSkippedUnestimated, 1)
+		case stale:
+			r.stats.add(watermarkSkippedStale, 1)
+		}
+		r.skipped = skip
+	}
+	if skip == notSkipped {
+		return r.watermark, true
+	}
+	oldest := r.ledger.oldestBuffered()
+	return oldest, !oldest.IsZero()
 }
 
 // lagSlots is how many slots arrivalLags divides its window into: the

@@ -1,6 +1,9 @@
 package source
 
 import (
+	"fmt"
+	"math"
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,6 +15,10 @@ var testPolicy = watermarkPolicy{Window: time.Minute, Idle: 10 * time.Second, La
 
 func TestWatermarkPolicy(t *testing.T) {
 	now := time.Date(2024, 1, 1, 12, 0, 0, 0, time.UTC)
+	listening := func(s splitState) splitState {
+		s.at, s.listening, s.listenedAt = now, true, now
+		return s
+	}
 	cases := []struct {
 		name string
 		s    splitState
@@ -19,42 +26,58 @@ func TestWatermarkPolicy(t *testing.T) {
 	}{
 		{
 			"arrivals: the clock, minus their largest lag, minus lateness",
-			splitState{listening: true, listeningSince: now, maxLag: 300 * time.Millisecond, hasLag: true},
+			listening(splitState{listeningSince: now, maxLag: 300 * time.Millisecond, hasLag: true}),
 			now.Add(-1300 * time.Millisecond),
 		},
 		{
 			"a lagging subscription: the lag of its backlog",
-			splitState{listening: true, listeningSince: now, maxLag: time.Hour, hasLag: true},
+			listening(splitState{listeningSince: now, maxLag: time.Hour, hasLag: true}),
 			now.Add(-time.Hour - time.Second),
 		},
 		{
 			"the oldest buffered message holds it",
-			splitState{listening: true, buffered: 2, listeningSince: now, maxLag: time.Second, hasLag: true, oldestBuffered: now.Add(-time.Minute)},
+			listening(splitState{buffered: 2, listeningSince: now, maxLag: time.Second, hasLag: true, oldestBuffered: now.Add(-time.Minute)}),
 			now.Add(-time.Minute),
 		},
 		{
 			"a buffered message newer than the estimate does not move it",
-			splitState{listening: true, buffered: 1, listeningSince: now, maxLag: time.Second, hasLag: true, oldestBuffered: now},
+			listening(splitState{buffered: 1, listeningSince: now, maxLag: time.Second, hasLag: true, oldestBuffered: now}),
 			now.Add(-2 * time.Second),
 		},
 		{
-			"not listening: no candidate",
-			splitState{listening: false, listeningSince: now, maxLag: time.Second, hasLag: true},
+			"not listening: the moment it last listened, minus the lag and lateness",
+			splitState{at: now, listenedAt: now.Add(-time.Minute), listeningSince: now, maxLag: time.Second, hasLag: true},
+			now.Add(-time.Minute - 2*time.Second),
+		},
+		{
+			"not listening, nothing arrived: no candidate",
+			splitState{at: now, listenedAt: now.Add(-time.Minute), listeningSince: now.Add(-time.Hour)},
 			time.Time{},
 		},
 		{
 			"nothing arrived, listening for less than Idle: no candidate",
-			splitState{listening: true, listeningSince: now.Add(-time.Second)},
+			listening(splitState{listeningSince: now.Add(-time.Second)}),
 			time.Time{},
 		},
 		{
 			"nothing arrived for Idle: now minus lateness",
-			splitState{listening: true, listeningSince: now.Add(-testPolicy.Idle)},
+			listening(splitState{listeningSince: now.Add(-testPolicy.Idle)}),
 			now.Add(-testPolicy.Lateness),
+		},
+		{
+			// A lag is never negative (intake.go), but the bound holds on its own.
+			"never past the clock minus lateness",
+			listening(splitState{listeningSince: now, maxLag: -time.Hour, hasLag: true}),
+			now.Add(-testPolicy.Lateness),
+		},
+		{
+			"the largest lag there is: saturates, does not wrap into the future",
+			listening(splitState{listeningSince: now, maxLag: math.MaxInt64, hasLag: true}),
+			now.Add(math.MinInt64 + 1),
 		},
 	}
 	for _, c := range cases {
-		if got := testPolicy.next(now, c.s); !got.Equal(c.want) {
+		if got := testPolicy.next(c.s); !got.Equal(c.want) {
 			t.Errorf("%s: next = %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -196,7 +219,7 @@ func TestReadReportsItsSlowestSplit(t *testing.T) {
 
 func TestGivenBackHoldsUntilSeenOrExpired(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
-	g := newGivenBack(time.Minute)
+	g := newGivenBack(time.Minute, newStats())
 	if got := g.oldest(t0); !got.IsZero() {
 		t.Fatalf("empty: %v", got)
 	}
@@ -216,5 +239,136 @@ func TestGivenBackHoldsUntilSeenOrExpired(t *testing.T) {
 	g.add("c", t0.Add(time.Second), t0.Add(time.Second)) // given back again
 	if got := g.oldest(t0.Add(time.Second)); !got.Equal(t0.Add(time.Second)) {
 		t.Errorf("given back twice: %v, want the latest give-back's event time", got)
+	}
+}
+
+// watermarkOf is r's own watermark at its latest bundle.
+func watermarkOf(r *splitReader) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.watermark
+}
+
+// One message stamped an hour ahead of the clock (a producer with a skewed
+// clock) must not move a quiet split's watermark past the clock: it would
+// stay there, monotone, and every on-time message of the next hour would
+// be late.
+func TestWatermarkNeverPassesTheClock(t *testing.T) {
+	cfg := testConfig(t, func(c *Config) { c.TimestampAttribute = "ts" })
+	h := newReaderHarness(t, cfg)
+	run := h.poll()
+	t0 := h.clock.now()
+	ahead := strconv.FormatInt(t0.Add(time.Hour).UnixMilli(), 10)
+	deliverTo(h.r, run, &pubsub.Message{ID: "ahead", PublishTime: t0, Attributes: map[string]string{"ts": ahead}}, &fakeHandle{}, "ack-ahead")
+	drain(h.r, 10, 0)
+	for range 30 {
+		state(h.r)
+		if w, limit := watermarkOf(h.r), h.clock.now().Add(-cfg.WatermarkLateness); w.After(limit) {
+			t.Fatalf("watermark %v, past now minus WatermarkLateness %v", w, limit)
+		}
+		h.clock.advance(time.Second)
+	}
+}
+
+// A message at Beam's minimum timestamp (what Write(TimestampAttribute)
+// stamps on such an element) is read as one: its lag, the largest there
+// is, must saturate, not wrap the watermark into the year 2316.
+func TestWatermarkSurvivesTheMinimumTimestamp(t *testing.T) {
+	cfg := testConfig(t, func(c *Config) { c.TimestampAttribute = "ts" })
+	h := newReaderHarness(t, cfg)
+	run := h.poll()
+	min := strconv.FormatInt(mtime.MinTimestamp.Milliseconds(), 10)
+	deliverTo(h.r, run, &pubsub.Message{ID: "min", PublishTime: h.clock.now(), Attributes: map[string]string{"ts": min}}, &fakeHandle{}, "ack-min")
+	batch := drain(h.r, 10, 0)
+	if len(batch) != 1 || batch[0].err != nil || !batch[0].eventTime.Equal(mtime.MinTimestamp.ToTime()) {
+		t.Fatalf("the message at the minimum timestamp: %d drained, want it decoded at %v", len(batch), mtime.MinTimestamp.ToTime())
+	}
+	for range 3 {
+		state(h.r)
+		if w, limit := watermarkOf(h.r), h.clock.now().Add(-cfg.WatermarkLateness); w.IsZero() || w.After(limit) {
+			t.Fatalf("watermark %v, want one set and not past %v", w, limit)
+		}
+		h.clock.advance(time.Second)
+	}
+}
+
+// Under a load at the read's capacity the client refills the flow-control
+// window as soon as a bundle's acks free it, so every bundle ends with the
+// window full. The watermark must still follow what arrives: 600 bundles
+// over 10 minutes of a backlog two seconds old.
+func TestWatermarkMovesUnderSustainedLoad(t *testing.T) {
+	const window = 100
+	cfg := testConfig(t, func(c *Config) { c.MaxOutstandingMessages = window })
+	h := newReaderHarness(t, cfg)
+	run := h.poll()
+	n := 0
+	refill := func() {
+		h.r.mu.Lock()
+		held := h.r.ledger.buffered + len(h.r.ledger.pending)
+		h.r.mu.Unlock()
+		for ; held < window; held++ {
+			id := fmt.Sprint("m", n)
+			n++
+			deliverTo(h.r, run, &pubsub.Message{ID: id, PublishTime: h.clock.now().Add(-2 * time.Second)}, &fakeHandle{}, "ack-"+id)
+		}
+	}
+	var emitted []string
+	for bundle := range 600 {
+		ack(h.r, emitted)
+		refill()
+		emitted = ackIDsOf(drain(h.r, window, int64(bundle)))
+		h.clock.advance(500 * time.Millisecond)
+		if s := state(h.r); s.listening {
+			t.Fatalf("bundle %d ended listening with a full window", bundle)
+		}
+		h.clock.advance(500 * time.Millisecond)
+	}
+	want := h.clock.now().Add(-time.Second - 2*time.Second - cfg.WatermarkLateness)
+	if got := watermarkOf(h.r); got.Before(want) {
+		t.Errorf("after 600 bundles with the window full at each end: watermark %v, want at least %v (the last arrival, minus its lag and lateness)", got, want)
+	}
+}
+
+// A split whose window was full for longer than WatermarkIdle (its bundles
+// committed slowly) and then has room again must not look idle at once:
+// the server may have waited all along to send it a backlog.
+func TestWatermarkNotIdleRightAfterAFullWindow(t *testing.T) {
+	cfg := testConfig(t, func(c *Config) { c.MaxOutstandingMessages = 1 })
+	h := newReaderHarness(t, cfg)
+	run := h.poll()
+	deliverTo(h.r, run, &pubsub.Message{ID: "a", PublishTime: h.clock.now()}, &fakeHandle{}, "ack-a")
+	emitted := ackIDsOf(drain(h.r, 1, 0))
+	for range 3 {
+		h.clock.advance(cfg.WatermarkWindow) // the arrival's lag is forgotten
+		state(h.r)
+	}
+	before := watermarkOf(h.r)
+	ack(h.r, emitted)
+	if s := state(h.r); !s.listening {
+		t.Fatal("room again, but not listening")
+	}
+	if got := watermarkOf(h.r); !got.Equal(before) {
+		t.Errorf("the first bundle with room again moved the watermark from %v to %v, as if idle", before, got)
+	}
+}
+
+// Given-back messages that do not hold the watermark are counted: past
+// maxGivenBack, and those not seen again within the hold (most likely
+// redelivered to another worker, where nothing holds the watermark for
+// them).
+func TestGivenBackCountsWhatItCannotHold(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	s := newStats()
+	g := newGivenBack(time.Minute, s)
+	for i := range maxGivenBack + 3 {
+		g.add(strconv.Itoa(i), t0, t0)
+	}
+	if got := s.get(givenBackUntracked); got != 3 {
+		t.Errorf("given_back_untracked = %d, want 3", got)
+	}
+	g.seen("0")
+	g.oldest(t0.Add(time.Minute))
+	if got := s.get(givenBackUnseen); got != maxGivenBack-1 {
+		t.Errorf("given_back_unseen = %d, want %d (all but the one seen again)", got, maxGivenBack-1)
 	}
 }

@@ -1,0 +1,79 @@
+package source
+
+// OrderingMode says whether the read preserves per-ordering-key order.
+type OrderingMode string
+
+const (
+	// OrderingNone makes no ordering guarantee and is tuned for throughput:
+	// several splits may read one subscription.
+	OrderingNone OrderingMode = "NONE"
+	// OrderingPerKey emits each subscription's messages in order per ordering
+	// key. It reads each subscription through exactly one split and one
+	// streaming-pull connection, because Pub/Sub serializes a key's
+	// deliveries only within one connection. It needs subscriptions with
+	// message ordering enabled. Downstream, key by Message.OrderingKey to keep
+	// the order.
+	OrderingPerKey OrderingMode = "PER_KEY"
+)
+
+// FinalizationMode decides whether the read asks the runner for bundle
+// finalization callbacks. Acks never depend on them (the next bundle of a
+// split acks what the committed bundle emitted); when delivered they only
+// ack sooner.
+type FinalizationMode string
+
+const (
+	// FinalizationAuto uses finalization unless the SDK compiled into the
+	// binary is a version known to lose finalization callbacks (Beam Go
+	// 2.77.0 and earlier), and stops using it in a process where a runtime
+	// check sees a callback never delivered.
+	FinalizationAuto FinalizationMode = "AUTO"
+	// FinalizationOn always asks for finalization (still with the runtime
+	// check). For users on an SDK patched against the defect.
+	FinalizationOn FinalizationMode = "ON"
+	// FinalizationOff never asks for finalization.
+	FinalizationOff FinalizationMode = "OFF"
+)
+
+// DecodePolicy says what happens to a message that fails to decode: its
+// payload does not hold Config.Format, or its timestamp attribute is
+// malformed. A poison message must end somewhere visible; the policies
+// differ in where.
+type DecodePolicy string
+
+const (
+	// DecodeFail fails the bundle naming the message and why; the message
+	// is nacked and redelivered, so the job stops making progress until the
+	// publisher is fixed. Nothing is lost.
+	DecodeFail DecodePolicy = "FAIL"
+	// DecodeDrop acks the message with its bundle and counts it in
+	// decode_failures without emitting it: for streams where a bad message
+	// is worth less than a stalled job.
+	DecodeDrop DecodePolicy = "DROP"
+	// DecodeNack nacks the message at once, so that the subscription's own
+	// dead-letter policy forwards it after its max delivery attempts. Every
+	// subscription must have a dead-letter policy: without one a poison
+	// message is redelivered forever, invisibly.
+	DecodeNack DecodePolicy = "NACK"
+	// DecodeDeadLetter emits the message as a dlq.FailedMessage (stage
+	// decode) on the read's dead-letter output and acks it with its bundle.
+	// Only ReadWithDeadLetters returns that output.
+	DecodeDeadLetter DecodePolicy = "DEAD_LETTER"
+)
+
+// LatePolicy says what happens to a message the read would emit behind the
+// watermark it already reported: downstream, a window that has fired drops
+// it (on Prism without a word), unless the pipeline allows lateness. Every
+// such message counts in late_messages, whatever the policy.
+type LatePolicy string
+
+const (
+	// LateEmit (default) emits it at its event time, as Beam's other
+	// Pub/Sub readers do; a window with allowed lateness still counts it.
+	LateEmit LatePolicy = "EMIT"
+	// LateDeadLetter emits it as a dlq.FailedMessage (stage late, the
+	// event time and the watermark in Error) on the read's dead-letter
+	// output, at the watermark so that it is not late there, and acks it
+	// with its bundle. Only ReadWithDeadLetters returns that output.
+	LateDeadLetter LatePolicy = "DEAD_LETTER"
+)
