@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
@@ -65,10 +66,23 @@ func (r *splitReader) deliver(run *receiveRun, d *delivery) bool {
 	d.arrived = r.now()
 	r.ledger.hold(d)
 	r.lastArrival, r.lastListening = d.arrived, d.arrived
-	// A message stamped ahead of the clock has no lag: it must not move the
-	// watermark past the clock.
-	r.lags.add(d.arrived, max(d.arrived.Sub(d.eventTime), 0))
+	r.lags.add(d.arrived, r.lagOf(d))
 	return true
+}
+
+// lagOf is the lag d's arrival adds to the watermark's estimate: its
+// arrival minus its event time, but none for a message stamped ahead of
+// the clock (it must not move the watermark past the clock), and no more
+// than the split's watermark had trailed its arrival for a late one: that
+// holds the watermark back by at most WatermarkLateness, so that a gradual
+// rise of the lag stops making messages late, while one message at Beam's
+// minimum timestamp does not stall the windows for WatermarkWindow.
+func (r *splitReader) lagOf(d *delivery) time.Duration {
+	lag := max(d.arrived.Sub(d.eventTime), 0)
+	if !r.watermark.IsZero() {
+		lag = min(lag, max(d.arrived.Sub(r.watermark), 0))
+	}
+	return lag
 }
 
 // overBudgetLocked takes d, which found the budget full and got no room,

@@ -11,8 +11,10 @@ import (
 // the windows of the pipeline fire and what is late. Pub/Sub's data plane
 // shows no backlog, so it is estimated from what arrives:
 //
-//   - Each message's lag is its arrival minus its event time (zero for one
-//     stamped ahead of the clock). While messages arrive, the split's
+//   - Each message's lag is its arrival minus its event time: zero for one
+//     stamped ahead of the clock, and for one already behind the split's
+//     watermark no more than the watermark trailed its arrival (intake.go,
+//     lagOf). While messages arrive, the split's
 //     watermark trails the moment it last listened by the largest lag seen
 //     within WatermarkWindow, plus WatermarkLateness: whatever arrives next,
 //     if it is no later than what arrived recently, is not late. A

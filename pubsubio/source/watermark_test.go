@@ -372,3 +372,27 @@ func TestGivenBackCountsWhatItCannotHold(t *testing.T) {
 		t.Errorf("given_back_unseen = %d, want %d (all but the one seen again)", got, maxGivenBack-1)
 	}
 }
+
+// A message that arrives behind the split's watermark (here one at Beam's
+// minimum timestamp) is late whatever the watermark does next; its lag
+// must not stall the watermark for WatermarkWindow, only by up to
+// WatermarkLateness, as a message just late would.
+func TestLateArrivalStallsTheWatermarkOnlyBriefly(t *testing.T) {
+	cfg := testConfig(t, func(c *Config) { c.TimestampAttribute = "ts" })
+	h := newReaderHarness(t, cfg)
+	run := h.poll()
+	stamp := func(id string, at time.Time) {
+		deliverTo(h.r, run, &pubsub.Message{ID: id, PublishTime: h.clock.now(), Attributes: map[string]string{"ts": strconv.FormatInt(at.UnixMilli(), 10)}}, &fakeHandle{}, "ack-"+id)
+		drain(h.r, 10, 0)
+		state(h.r)
+	}
+	stamp("on-time", h.clock.now().Add(-100*time.Millisecond))
+	before := watermarkOf(h.r)
+	h.clock.advance(100 * time.Millisecond)
+	stamp("minimum", mtime.MinTimestamp.ToTime())
+	h.clock.advance(cfg.WatermarkLateness + 100*time.Millisecond)
+	stamp("next", h.clock.now().Add(-100*time.Millisecond))
+	if got := watermarkOf(h.r); !got.After(before) {
+		t.Errorf("WatermarkLateness after a message at the minimum timestamp: watermark %v, not past %v from before it", got, before)
+	}
+}
