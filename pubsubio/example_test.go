@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"strings"
 
+	"time"
+
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/stats"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio"
@@ -17,6 +21,8 @@ func init() {
 	register.Function1x0(printDeadLetter)
 	register.Function1x0(printRecord)
 	register.Function1x1(toUpper)
+	register.Function1x1(customerOf)
+	register.Function3x0(printWindowCount)
 }
 
 func printPayload(m pubsubio.Message) { fmt.Println(string(m.Data)) }
@@ -26,6 +32,12 @@ func printDeadLetter(f pubsubio.FailedMessage) {
 }
 
 func printRecord(r string) { fmt.Println(r) }
+
+func customerOf(m pubsubio.Message) string { return m.Attributes["customer"] }
+
+func printWindowCount(w beam.Window, customer string, n int) {
+	fmt.Printf("%s from %s: %d\n", customer, w.(window.IntervalWindow).Start.ToTime().UTC().Format("15:04"), n)
+}
 
 func toUpper(m pubsubio.Message) pubsubio.Message {
 	m.Data = []byte(strings.ToUpper(string(m.Data)))
@@ -106,6 +118,40 @@ func ExampleReadWithDeadLetters() {
 	// {"id": 1}
 	// {"id": 2}
 	// dead letter: "not json", stage decode
+}
+
+// Counts per customer in one-minute windows of the event time each
+// message carries in an attribute. A message that arrives behind the
+// watermark the read already reported is late: under LateDeadLetter it
+// goes to the dead letters (stage late) instead of reaching a window that
+// may have fired without it, and the windows allow 30 minutes of lateness
+// for what still reaches them. (Nothing here arrives late.)
+func ExampleReadWithDeadLetters_late() {
+	pubsub := newFakePubSub()
+	defer pubsub.close()
+	for i, at := range []string{"2026-12-02T10:00:05Z", "2026-12-02T10:00:40Z", "2026-12-02T10:01:10Z"} {
+		pubsub.srv.Publish("projects/my-project/topics/orders", []byte(fmt.Sprint("order ", i)),
+			map[string]string{"customer": "ada", "event_time": at})
+	}
+
+	p, s := beam.NewPipelineWithRoot()
+	msgs, late := pubsubio.ReadWithDeadLetters(s, pubsubio.ReadConfig{
+		Subscriptions:      []pubsubio.Subscription{pubsubio.SubscriptionOf("my-project", "orders-sub")},
+		TimestampAttribute: "event_time",
+		LatePolicy:         pubsubio.LateDeadLetter,
+		MaxMessages:        3,
+		Connection:         pubsub.connection(),
+	})
+	windowed := beam.WindowInto(s, window.NewFixedWindows(time.Minute), beam.ParDo(s, customerOf, msgs),
+		beam.AllowedLateness(30*time.Minute))
+	beam.ParDo0(s, printWindowCount, stats.Count(s, windowed))
+	beam.ParDo0(s, printDeadLetter, late)
+	if err := beamx.Run(context.Background(), p); err != nil {
+		fmt.Println(err)
+	}
+	// Unordered output:
+	// ada from 10:00: 2
+	// ada from 10:01: 1
 }
 
 // Records turns messages into one-line JSON records; a payload that is not
