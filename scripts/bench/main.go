@@ -8,6 +8,7 @@
 //	go run ./scripts/bench --cases=write --runs=5    # one part
 //	go run ./scripts/bench --cases=typed             # Decode and Encode; no emulator
 //	go run ./scripts/bench --cases=saturation        # where the server is not the bottleneck
+//	go run ./scripts/bench --cases=windows           # window end to result, steady and behind a backlog
 //
 // It exits 2 when a ratio falls below its target, naming it.
 package main
@@ -42,6 +43,10 @@ var (
 
 	latencyRate    = flag.Int("latency_rate", 500, "messages per second fed to the latency pipeline")
 	latencySeconds = flag.Int("latency_seconds", 20, "how long the latency pipeline is fed")
+
+	windowsRate    = flag.Int("windows_rate", 500, "messages per second fed to the windows pipeline")
+	windowsSeconds = flag.Int("windows_seconds", 30, "how long the windows pipeline is fed")
+	windowsBacklog = flag.Int("windows_backlog", 20000, "messages published before the windows pipeline starts, in its backlog run")
 
 	scalingMessages = flag.Int("scaling_messages", 20000, "messages per scaling run")
 	scalingRuns     = flag.Int("scaling_runs", 1, "runs per scaling point")
@@ -164,6 +169,12 @@ func run(ctx context.Context) int {
 			}
 			fmt.Println(r)
 			fmt.Fprintf(&report, "\n%s\n", r)
+		case "windows":
+			r, err := measureWindows(ctx, env, *windowsRate, *windowsSeconds, *windowsBacklog)
+			if err != nil {
+				return fail(err)
+			}
+			report.WriteString(r)
 		case "scaling":
 			points, err := measureScaling(ctx, env, 1024, *scalingMessages, *scalingRuns)
 			if err != nil {
@@ -206,7 +217,7 @@ func run(ctx context.Context) int {
 				fmt.Fprintln(&report, r)
 			}
 		default:
-			if err := fmt.Errorf("unknown case %q in --cases; use read, write, latency, scaling, memory, stages, typed, dedup, saturation", what); err != nil {
+			if err := fmt.Errorf("unknown case %q in --cases; use read, write, latency, windows, scaling, memory, stages, typed, dedup, saturation", what); err != nil {
 				return fail(err)
 			}
 		}
