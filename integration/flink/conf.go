@@ -21,23 +21,58 @@ type Options struct {
 	// (default 2), each with SlotsPerTaskManager slots (default 2).
 	TaskManagers        int
 	SlotsPerTaskManager int
+	// SpreadTasks spreads a job's tasks over the TaskManagers
+	// (cluster.evenly-spread-out-slots); otherwise Flink fills one
+	// TaskManager's slots first, and a job of parallelism 2 runs on one.
+	// Spread tasks need SDK workers per TaskManager
+	// (--environment_type=PROCESS): under LOOPBACK every TaskManager asks
+	// the submitting process for workers named by a per-JVM counter, "1-1"
+	// from each, and Beam Go's loopback pool refuses the second ("worker
+	// with ID "1-1" already exists"), failing the task.
+	SpreadTasks bool
 	// Parallelism is parallelism.default (default 2). Beam Go's
 	// --parallelism flag, when set, wins.
 	Parallelism int
-	// CheckpointInterval, when positive, turns Flink checkpointing on
-	// (execution.checkpointing.interval). Checkpoints go to a
-	// FileSystemCheckpointStorage under Flink.CheckpointDir, through
-	// state.checkpoints.dir (which the job's environment turns into its own
-	// storage, overriding state.checkpoint-storage), with the hashmap state
-	// backend.
+	// CheckpointInterval, when positive, turns Flink checkpointing on the
+	// way Beam's Flink runner expects: as the pipeline options
+	// checkpointingInterval and finishBundleBeforeCheckpointing, which the
+	// job service proxy (Flink.Endpoint) adds to every job. Checkpoints go
+	// to a FileSystemCheckpointStorage under Flink.CheckpointDir (the
+	// flink-conf.yaml's state.checkpoints.dir, which the job's environment
+	// turns into its own storage, overriding state.checkpoint-storage),
+	// with the hashmap state backend.
+	//
+	// Only the pipeline option keeps Beam's Impulse sources running
+	// (shutdownSourcesAfterIdleMs = Long.MAX_VALUE); with checkpoints
+	// turned on in flink-conf.yaml instead (Conf
+	// "execution.checkpointing.interval") the sources finish at once, every
+	// downstream stage runs ExecutableStageDoFnOperator.flushData, which
+	// fires a splittable DoFn's resume timers in a busy loop whatever their
+	// delay, and no checkpoint completes while the DoFn runs.
+	// finishBundleBeforeCheckpointing is needed because otherwise a
+	// checkpoint taken while the first stage's bundle is open holds that
+	// bundle's output until the next element or watermark, which a stage
+	// fed by one Impulse never gets: the job stalls.
+	//
+	// A job with checkpoints on never finishes by itself (its sources wait
+	// for ever): cancel it (REST.Cancel) once its output is checked; the
+	// submitting process then reports a JobCancellationException.
 	CheckpointInterval time.Duration
 	// RetainCheckpoints keeps the last completed checkpoint when the job is
 	// cancelled or the job server dies, so that a new job can start from it
 	// (Restore).
 	RetainCheckpoints bool
 	// Restore is a checkpoint or savepoint path (a chk-N directory) a job
-	// submitted to this Flink starts from: execution.savepoint.path.
+	// submitted to this Flink starts from: flink-conf.yaml's
+	// execution.savepoint.path (which the embedded mini cluster applies)
+	// and the pipeline option savepointPath (which Beam applies to a
+	// session cluster).
 	Restore string
+	// PipelineOptions are more Beam Java pipeline options the proxy adds to
+	// every job, by their Java names (FlinkPipelineOptions:
+	// "maxBundleSize", "shutdownSourcesAfterIdleMs"...); they override
+	// those the fields above set.
+	PipelineOptions map[string]any
 	// Conf holds more flink-conf.yaml entries; they override the ones this
 	// package writes.
 	Conf map[string]string
@@ -92,9 +127,6 @@ func confEntries(o Options, dir string, p ports) map[string]string {
 		"state.checkpoints.dir":    "file://" + filepath.Join(dir, "checkpoints"),
 		"state.savepoints.dir":     "file://" + filepath.Join(dir, "savepoints"),
 	}
-	if o.CheckpointInterval > 0 {
-		c["execution.checkpointing.interval"] = strconv.FormatInt(o.CheckpointInterval.Milliseconds(), 10) + "ms"
-	}
 	if o.RetainCheckpoints {
 		c["execution.checkpointing.externalized-checkpoint-retention"] = "RETAIN_ON_CANCELLATION"
 	}
@@ -104,7 +136,9 @@ func confEntries(o Options, dir string, p ports) map[string]string {
 	if o.Session {
 		c["jobmanager.rpc.port"] = strconv.Itoa(p.rpc)
 		c["taskmanager.numberOfTaskSlots"] = strconv.Itoa(o.SlotsPerTaskManager)
-		c["cluster.evenly-spread-out-slots"] = "true"
+		if o.SpreadTasks {
+			c["cluster.evenly-spread-out-slots"] = "true"
+		}
 		// A killed TaskManager is noticed within seconds, not the
 		// default 50.
 		c["heartbeat.interval"] = "2000"
@@ -119,6 +153,26 @@ func confEntries(o Options, dir string, p ports) map[string]string {
 		c[k] = v
 	}
 	return c
+}
+
+// pipelineOptions are the Beam Java pipeline options the proxy adds.
+func pipelineOptions(o Options) map[string]any {
+	p := map[string]any{}
+	if o.CheckpointInterval > 0 {
+		p["checkpointingInterval"] = o.CheckpointInterval.Milliseconds()
+		p["finishBundleBeforeCheckpointing"] = true
+		if o.RetainCheckpoints {
+			p["externalizedCheckpointsEnabled"] = true
+			p["retainExternalizedCheckpointsOnCancellation"] = true
+		}
+	}
+	if o.Restore != "" {
+		p["savepointPath"] = o.Restore
+	}
+	for k, v := range o.PipelineOptions {
+		p[k] = v
+	}
+	return p
 }
 
 // taskManagerMemory sets every TaskManager memory component, in MiB.

@@ -27,12 +27,20 @@
 // stopped by SIGKILL to that group: job server, TaskManagers, JobManager.
 // On Linux the kernel also kills it if the test binary dies first.
 //
-// Checkpoints are configured in the flink-conf.yaml this package writes
-// and hands to every process (the job server's --flink-conf-dir): Beam Go
-// cannot send Beam Java's Flink pipeline options (checkpointingInterval,
-// stateBackend, savepointPath...), because its job submission sends its
-// flags nested under one go_options key that Java does not read. See
-// Options.
+// Beam Go cannot set Beam Java's Flink pipeline options
+// (checkpointingInterval, savepointPath, finishBundleBeforeCheckpointing...):
+// its job submission sends its flags nested under the one option
+// beam:option:go_options:v1, which Java does not read. So Flink.Endpoint is
+// an OptionsProxy in front of the job server that adds them to every job
+// it prepares; Options.CheckpointInterval says why checkpoints must be
+// turned on that way rather than in flink-conf.yaml. The flink-conf.yaml
+// this package writes (the job server's --flink-conf-dir, and every
+// cluster process's --configDir) holds the loopback addresses, the
+// TaskManagers' memory, and file-system checkpoint storage.
+//
+// Under --environment_type=LOOPBACK the submitting process is the SDK
+// worker of every TaskManager; that breaks when one job's tasks run on two
+// TaskManagers (see Options.SpreadTasks).
 //
 // Start skips the test, saying why, when Java or Maven (with no cached
 // classpath) is missing; it fails instead when CI=true or

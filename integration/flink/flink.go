@@ -71,8 +71,12 @@ func (t Timings) String() string {
 // Flink is a running Flink job server, with its session cluster if
 // Options.Session.
 type Flink struct {
-	// Endpoint is the job service, host:port, for Beam's --endpoint.
+	// Endpoint is the job service, host:port, for Beam's --endpoint: a
+	// proxy that adds the pipeline options Beam Go cannot send (see
+	// Options.CheckpointInterval and OptionsProxy).
 	Endpoint string
+	// JobServerEndpoint is the job server's own job service.
+	JobServerEndpoint string
 	// REST is the JobManager's REST API: the session cluster's, or the mini
 	// cluster's of the job that runs (that one exists only while a job
 	// runs, and one job at a time can bind it).
@@ -95,6 +99,7 @@ type Flink struct {
 
 	mu           sync.Mutex
 	stopped      bool
+	proxy        *OptionsProxy
 	jobServer    *process
 	jobManager   *process
 	taskManagers []*process
@@ -129,7 +134,8 @@ func Start(t testing.TB, opts Options) *Flink {
 	if opts.Session {
 		kind = fmt.Sprintf("session cluster, %d TaskManagers", opts.TaskManagers)
 	}
-	t.Logf("flink: job server at %s (%s, REST %s, java %s): %v", f.Endpoint, kind, f.REST.Addr, f.java, f.Timings)
+	t.Logf("flink: job server at %s via %s (%s, REST %s, java %s, options %v): %v",
+		f.JobServerEndpoint, f.Endpoint, kind, f.REST.Addr, f.java, f.PipelineOptions(), f.Timings)
 	return f
 }
 
@@ -180,15 +186,15 @@ func launch(ctx context.Context, dir string, opts Options, java, cp string) (*Fl
 		return nil, err
 	}
 	f := &Flink{
-		Endpoint:      net.JoinHostPort("127.0.0.1", strconv.Itoa(p.job)),
-		REST:          NewREST(net.JoinHostPort("127.0.0.1", strconv.Itoa(p.rest))),
-		Dir:           dir,
-		ConfDir:       filepath.Join(dir, "conf"),
-		CheckpointDir: filepath.Join(dir, "checkpoints"),
-		opts:          opts,
-		java:          java,
-		cp:            cp,
-		ports:         p,
+		JobServerEndpoint: net.JoinHostPort("127.0.0.1", strconv.Itoa(p.job)),
+		REST:              NewREST(net.JoinHostPort("127.0.0.1", strconv.Itoa(p.rest))),
+		Dir:               dir,
+		ConfDir:           filepath.Join(dir, "conf"),
+		CheckpointDir:     filepath.Join(dir, "checkpoints"),
+		opts:              opts,
+		java:              java,
+		cp:                cp,
+		ports:             p,
 	}
 	for _, sub := range []string{"logs", "tmp", "checkpoints", "savepoints", "artifacts"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
@@ -208,6 +214,12 @@ func launch(ctx context.Context, dir string, opts Options, java, cp string) (*Fl
 	if err := f.StartJobServer(ctx); err != nil {
 		return nil, errors.Join(err, f.Stop())
 	}
+	proxy, err := StartOptionsProxy(f.JobServerEndpoint, pipelineOptions(opts))
+	if err != nil {
+		return nil, errors.Join(err, f.Stop())
+	}
+	f.proxy = proxy
+	f.Endpoint = proxy.Endpoint
 	return f, nil
 }
 
@@ -291,7 +303,7 @@ func (f *Flink) StartJobServer(ctx context.Context) error {
 		return err
 	}
 	f.jobServer = p
-	if err := waitJobService(ctx, f.Endpoint, p); err != nil {
+	if err := waitJobService(ctx, f.JobServerEndpoint, p); err != nil {
 		out := p.output(8 << 10)
 		err = errors.Join(err, p.kill())
 		if portTaken(out) {
@@ -315,16 +327,24 @@ func (f *Flink) KillJobServer() error {
 	return f.jobServer.kill()
 }
 
-// SetRestore rewrites flink-conf.yaml so that the next job submitted
-// after StartJobServer starts from path (a chk-N or savepoint directory;
-// "" for none). Processes already running keep the configuration they
-// read.
+// SetRestore makes jobs start from path (a chk-N or savepoint directory;
+// "" for none): the proxy adds savepointPath to jobs prepared from now on,
+// and flink-conf.yaml gets execution.savepoint.path, which the embedded
+// mini cluster reads when the job server starts (StartJobServer after
+// KillJobServer).
 func (f *Flink) SetRestore(path string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.opts.Restore = path
-	return writeConf(f.ConfDir, confEntries(f.opts, f.Dir, f.ports))
+	if err := writeConf(f.ConfDir, confEntries(f.opts, f.Dir, f.ports)); err != nil {
+		return err
+	}
+	return f.proxy.SetOptions(pipelineOptions(f.opts))
 }
+
+// PipelineOptions returns the Beam Java pipeline options the proxy adds to
+// every job.
+func (f *Flink) PipelineOptions() map[string]any { return f.proxy.Options() }
 
 // startCluster starts the JobManager and TaskManagers and waits until
 // every TaskManager has registered.
@@ -453,6 +473,9 @@ func (f *Flink) Stop() error {
 		return nil
 	}
 	f.stopped = true
+	if f.proxy != nil {
+		f.proxy.Stop()
+	}
 	var errs []error
 	procs := []*process{f.jobServer}
 	procs = append(procs, f.taskManagers...)
