@@ -36,7 +36,18 @@ type tickFn struct {
 var (
 	tickCalls atomic.Int64
 	stopTicks atomic.Bool
+	// firstPos is the position of the first element emitted since the last
+	// reset (-1: none yet), maxPos the highest emitted.
+	firstPos atomic.Int64
+	maxPos   atomic.Int64
 )
+
+func resetTicks() {
+	tickCalls.Store(0)
+	stopTicks.Store(false)
+	firstPos.Store(-1)
+	maxPos.Store(-1)
+}
 
 func (fn *tickFn) CreateInitialRestriction(int) offsetrange.Restriction {
 	return offsetrange.Restriction{Start: 0, End: math.MaxInt64}
@@ -57,6 +68,13 @@ func (fn *tickFn) ProcessElement(rt *sdf.LockRTracker, _ int, emit func(int64)) 
 	pos := rt.GetRestriction().(offsetrange.Restriction).Start
 	if stopTicks.Load() || !rt.TryClaim(pos) {
 		return sdf.StopProcessing()
+	}
+	firstPos.CompareAndSwap(-1, pos)
+	for {
+		m := maxPos.Load()
+		if pos <= m || maxPos.CompareAndSwap(m, pos) {
+			break
+		}
 	}
 	emit(pos)
 	return sdf.ResumeProcessingIn(fn.Resume)
@@ -84,30 +102,22 @@ func TestCheckpointsWhileSDFRuns(t *testing.T) {
 	}
 }
 
-func checkpointsWhileSDFRuns(t *testing.T, session bool) {
-	const interval = time.Second
-	f := Start(t, Options{Session: session, CheckpointInterval: interval, RetainCheckpoints: true})
+// submitTicks runs a tick pipeline of two splits on f in the background
+// and waits until its DoFn runs; ran gets Execute's error once the job
+// ends.
+func submitTicks(ctx context.Context, t *testing.T, f *Flink) (Job, <-chan error) {
+	t.Helper()
 	*jobopts.Endpoint = f.Endpoint
 	*jobopts.EnvironmentType = "LOOPBACK"
-	tickCalls.Store(0)
-	stopTicks.Store(false)
-
+	resetTicks()
 	p, s := beam.NewPipelineWithRoot()
 	ticks := beam.ParDo(s, &tickFn{Resume: time.Second}, beam.CreateList(s, []int{0, 1}))
 	beam.ParDo0(s, discard, ticks)
-
-	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
-	defer cancel()
 	ran := make(chan error, 1)
 	go func() {
 		_, err := beamflink.Execute(ctx, p)
 		ran <- err
 	}()
-	defer func() {
-		stopTicks.Store(true)
-		cancel()
-	}()
-
 	job, err := f.REST.AwaitRunningJob(ctx)
 	if err != nil {
 		t.Fatalf("%v\n--- job server log ---\n%s", err, f.Log("jobserver", 8000))
@@ -123,6 +133,16 @@ func checkpointsWhileSDFRuns(t *testing.T, session bool) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	return job, ran
+}
+
+func checkpointsWhileSDFRuns(t *testing.T, session bool) {
+	const interval = time.Second
+	f := Start(t, Options{Session: session, CheckpointInterval: interval, RetainCheckpoints: true})
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	job, ran := submitTicks(ctx, t, f)
+	defer stopTicks.Store(true)
 	before, err := f.REST.Checkpoints(ctx, job.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -185,5 +205,88 @@ func checkpointsWhileSDFRuns(t *testing.T, session bool) {
 	}
 	if _, err := os.Stat(filepath.Join(path, "_metadata")); err != nil {
 		t.Errorf("the retained checkpoint %d is gone after the cancel: %v", latest.ID, err)
+	}
+}
+
+// TestRestore: a job is ended abruptly or cancelled, and the pipeline
+// resubmitted with Restore set to its last retained checkpoint runs from
+// it: the JobManager reports the restore, and the DoFn resumes past where
+// it was (its offset restrictions restored), not from 0. Embedded: the job
+// server, and the job in it, is SIGKILLed and started again. Session: the
+// job is cancelled (a killed job server would leave it running on the
+// cluster), and Restore reaches the job as the savepointPath option.
+func TestRestore(t *testing.T) {
+	for _, session := range []bool{false, true} {
+		name := "embedded"
+		if session {
+			name = "session"
+		}
+		t.Run(name, func(t *testing.T) { restore(t, session) })
+	}
+}
+
+func restore(t *testing.T, session bool) {
+	f := Start(t, Options{Session: session, CheckpointInterval: time.Second, RetainCheckpoints: true})
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	job, ran := submitTicks(ctx, t, f)
+	var latest *Checkpoint
+	for latest == nil || latest.ID < 3 {
+		cps, err := f.REST.Checkpoints(ctx, job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		latest = cps.Latest.Completed
+		time.Sleep(200 * time.Millisecond)
+	}
+	// The end lands after the checkpoint restored below: what the DoFn
+	// emitted since is what a restore replays.
+	if session {
+		if err := f.REST.Cancel(ctx, job.ID); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := f.KillJobServer(); err != nil {
+		t.Fatal(err)
+	}
+	endedAt := maxPos.Load()
+	select {
+	case err := <-ran:
+		t.Logf("the submitter saw the job end: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the submitter did not notice the job's end")
+	}
+	retained := strings.TrimPrefix(latest.ExternalPath, "file:")
+	if _, err := os.Stat(filepath.Join(retained, "_metadata")); err != nil {
+		t.Fatalf("no retained checkpoint: %v", err)
+	}
+	t.Logf("job ended with the DoFn at position %d; restoring checkpoint %d (%s)", endedAt, latest.ID, retained)
+
+	if err := f.SetRestore(retained); err != nil {
+		t.Fatal(err)
+	}
+	if !session {
+		start := time.Now()
+		if err := f.StartJobServer(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("job server restarted in %v", time.Since(start).Round(time.Millisecond))
+	}
+	job2, ran2 := submitTicks(ctx, t, f)
+	defer func() {
+		stopTicks.Store(true)
+		_ = f.REST.Cancel(ctx, job2.ID)
+		<-ran2
+	}()
+	cps, err := f.REST.Checkpoints(ctx, job2.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cps.Latest.Restored; r == nil || r.ID != latest.ID {
+		t.Errorf("the new job restored %+v, want checkpoint %d", r, latest.ID)
+	}
+	if first := firstPos.Load(); first <= 0 {
+		t.Errorf("the restored DoFn started at position %d, want past 0 (it was at %d)", first, endedAt)
+	} else {
+		t.Logf("the restored DoFn resumed at position %d (was at %d)", first, endedAt)
 	}
 }
