@@ -1,10 +1,14 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"cloud.google.com/go/pubsub/v2"
 
 	"github.com/pubsubio/beam-pubsubio/integration/crash"
 	"github.com/pubsubio/beam-pubsubio/integration/emulator"
@@ -93,5 +97,95 @@ func TestFlinkExamples(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// steadyReadFor is how long TestFlinkCheckpointsDuringSteadyRead publishes
+// and watches the checkpoints.
+const steadyReadFor = 30 * time.Second
+
+// Read -> tag -> Write (crashpipeline), unbounded, while messages arrive at
+// a steady 100 a second, on the embedded cluster with checkpoints every
+// second: checkpoints complete during the read, and the messages flow.
+// It reports every figure it sees; what it requires is only that the job
+// keeps running, checkpoints complete and messages reach the output, so
+// that it measures the read's effect on checkpoints rather than hiding it.
+func TestFlinkCheckpointsDuringSteadyRead(t *testing.T) {
+	e := emulator.Require(t)
+	bin := crash.BuildPipeline(t)
+	const interval = time.Second
+	f := flink.Start(t, flink.Options{CheckpointInterval: interval})
+	in := e.CreateTopic(t, "flink-steady-in")
+	sub := e.CreateSubscription(t, in, "flink-steady-in", 10*time.Second)
+	out := e.CreateTopic(t, "flink-steady-out")
+	outSub := e.CreateSubscription(t, out, "flink-steady-out", 60*time.Second)
+	client := e.Client(t)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	var received atomic.Int64
+	go func() {
+		_ = client.Subscriber(outSub.String()).Receive(ctx, func(_ context.Context, m *pubsub.Message) {
+			m.Ack()
+			received.Add(1)
+		})
+	}()
+	p := crash.Start(t, bin, "submitter", append(f.RunnerArgs(),
+		"--emulator="+e.Endpoint, "--subscription="+sub.String(), "--output_topic="+out.String())...)
+	job, err := f.REST.AwaitRunningJob(ctx)
+	if err != nil {
+		t.Fatalf("%v\nsubmitter stderr:\n%s", err, crash.Tail(p.Stderr(), 3000))
+	}
+
+	// Publish at 100 a second until the first copies come out (the tasks
+	// are deployed and reading), then for steadyReadFor more.
+	pub := client.Publisher(in.String())
+	defer pub.Stop()
+	published := 0
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var start time.Time
+	var before flink.Checkpoints
+	for start.IsZero() || time.Since(start) < steadyReadFor {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("gave up: %d published, %d received; submitter stderr:\n%s", published, received.Load(), crash.Tail(p.Stderr(), 3000))
+		case <-p.Exited():
+			t.Fatalf("the submitter exited: %v\nstderr:\n%s", p.Err(), crash.Tail(p.Stderr(), 3000))
+		case <-tick.C:
+		}
+		pub.Publish(ctx, &pubsub.Message{Data: emulator.Payload(published, 256)})
+		published++
+		if start.IsZero() && received.Load() > 0 {
+			start = time.Now()
+			if before, err = f.REST.Checkpoints(ctx, job.ID); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("first output %v after the job started; watching for %v", time.Since(time.UnixMilli(job.StartTime)).Round(time.Millisecond), steadyReadFor)
+		}
+	}
+	after, err := f.REST.Checkpoints(ctx, job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	completed := after.Counts.Completed - before.Counts.Completed
+	var worst int64
+	var sizes []int64
+	for _, c := range after.History {
+		if c.TriggerTimestamp >= start.UnixMilli() && c.Status == "COMPLETED" {
+			worst = max(worst, c.EndToEndDuration)
+			sizes = append(sizes, c.StateSize)
+		}
+	}
+	t.Logf("in %v of steady reading at 100 msg/s: %d checkpoints completed, %d failed, %d in progress; slowest %d ms; state sizes %v; %d published, %d on the output",
+		steadyReadFor, completed, after.Counts.Failed-before.Counts.Failed, after.Counts.InProgress, worst, sizes, published, received.Load())
+	if completed == 0 {
+		t.Errorf("no checkpoint completed during %v of reading at a %v interval", steadyReadFor, interval)
+	}
+	if err := f.REST.Cancel(ctx, job.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(time.Minute); err == nil || !strings.Contains(p.Stderr(), "cancel") {
+		t.Errorf("the cancelled job's submitter exited with %v; stderr tail:\n%s", err, crash.Tail(p.Stderr(), 2000))
 	}
 }
