@@ -189,3 +189,41 @@ func TestFlinkCheckpointsDuringSteadyRead(t *testing.T) {
 		t.Errorf("the cancelled job's submitter exited with %v; stderr tail:\n%s", err, crash.Tail(p.Stderr(), 2000))
 	}
 }
+
+// Read -> tag -> Write (crashpipeline), read bounded, on the session
+// cluster with the job's tasks spread over both TaskManagers, each
+// starting its SDK workers with the Go boot program (PROCESS): every input
+// message reaches the output and is acked exactly once. (Under LOOPBACK
+// two TaskManagers collide on worker IDs: see flink.Options.SpreadTasks.)
+func TestFlinkProcessEnvironment(t *testing.T) {
+	bin := crash.BuildPipeline(t)
+	boot := crash.Build(t, bootPackage, "boot")
+	f := flink.Start(t, flink.Options{Session: true, SpreadTasks: true})
+	e, srv := emulator.Fake(t)
+	const n = 300
+	c := crash.NewTopology(t, e, "flink-process", n, nil)
+	start := time.Now()
+	p := crash.Start(t, bin, "submitter", append(f.ProcessRunnerArgs(boot, bin), c.Args("--idle_timeout=5s")...)...)
+	if err := p.Wait(flinkRunLimit); err != nil {
+		t.Fatalf("%v\nstderr tail:\n%s\njob server log tail:\n%s", err, crash.Tail(p.Stderr(), 3000), f.Log("jobserver", 6000))
+	}
+	if !strings.Contains(p.Stdout(), crash.DoneLine) {
+		t.Fatalf("the job ended without %q; stdout:\n%s", crash.DoneLine, p.Stdout())
+	}
+	c.Verify(t, "flink-process", 0, 0, 1, time.Since(start))
+	var wrong []string
+	for _, id := range c.InputIDs() {
+		if m := srv.Message(id); m.Acks != 1 {
+			wrong = append(wrong, fmt.Sprintf("%s(acks=%d deliveries=%d)", id, m.Acks, m.Deliveries))
+		}
+	}
+	if len(wrong) > 0 {
+		t.Errorf("%d of %d input messages not acked exactly once: %v", len(wrong), n, wrong[:min(10, len(wrong))])
+	}
+	for i := range 2 {
+		name := fmt.Sprintf("taskmanager-%d", i)
+		if !strings.Contains(f.Log(name, 4<<20), "Attempting to start process with command") {
+			t.Errorf("%s started no SDK worker process: the tasks were not spread", name)
+		}
+	}
+}

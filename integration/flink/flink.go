@@ -27,6 +27,11 @@ const (
 	jobManagerHeap   = "-Xmx512m"
 	logDateTimeFlags = "-Dorg.slf4j.simpleLogger.showDateTime=true"
 	logDateFormat    = "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS"
+	// At DEBUG, Beam's ProcessManager logs the command of every SDK worker
+	// it starts (--environment_type=PROCESS) and lets the worker inherit
+	// the JVM's stdout and stderr, so the boot program's and the worker's
+	// own output land in the TaskManager's log instead of /dev/null.
+	logWorkerProcesses = "-Dorg.slf4j.simpleLogger.log.org.apache.beam.runners.fnexecution.environment.ProcessManager=debug"
 )
 
 // openedPackages are the java.base packages a Beam 2.56 job server and
@@ -258,6 +263,19 @@ func (f *Flink) RunnerArgs() []string {
 	return []string{"--runner=flink", "--endpoint=" + f.Endpoint, "--environment_type=LOOPBACK"}
 }
 
+// ProcessRunnerArgs are the flags that submit a Beam Go pipeline to this
+// Flink with SDK workers started by each TaskManager: boot is the Go SDK
+// container's boot program (github.com/apache/beam/sdks/v2/go/container,
+// built), which fetches worker (the pipeline's binary, staged by the
+// submitter) from the job server's artifact service and runs it. Unlike
+// LOOPBACK this works with a job's tasks on several TaskManagers
+// (Options.SpreadTasks).
+func (f *Flink) ProcessRunnerArgs(boot, worker string) []string {
+	config := `{"command":` + strconv.Quote(boot) + `}`
+	return []string{"--runner=flink", "--endpoint=" + f.Endpoint, "--environment_type=PROCESS",
+		"--environment_config=" + config, "--worker_binary=" + worker}
+}
+
 // Options returns the options this Flink was started with.
 func (f *Flink) Options() Options { return f.opts }
 
@@ -266,7 +284,7 @@ func (f *Flink) logPath(name string) string { return filepath.Join(f.Dir, "logs"
 func (f *Flink) startJava(name, main string, cluster bool, extra []string, args ...string) (*process, error) {
 	argv := append([]string{}, javaFlags(cluster)...)
 	argv = append(argv, extra...)
-	argv = append(argv, "-Djava.io.tmpdir="+filepath.Join(f.Dir, "tmp"), logDateTimeFlags, logDateFormat, "-cp", f.cp, main)
+	argv = append(argv, "-Djava.io.tmpdir="+filepath.Join(f.Dir, "tmp"), logDateTimeFlags, logDateFormat, logWorkerProcesses, "-cp", f.cp, main)
 	argv = append(argv, args...)
 	env := append(os.Environ(), "FLINK_CONF_DIR="+f.ConfDir)
 	return startProcess(name, f.java, argv, f.Dir, f.logPath(name), env)
