@@ -6,7 +6,8 @@
 // the bundle: the original message, where it came from or was going, the
 // stage that failed, the gRPC code and the (bounded) error text. Every
 // producer emits the same type, so one downstream transform serves every
-// source and sink of a pipeline. Beam encodes it with its schema coder.
+// source and sink of a pipeline. Beam encodes it with a custom coder
+// (deterministic bytes, opaque to the runner; see coder.go).
 // FailedMessage.Original and Originals recover the original messages, for
 // a replay.
 //

@@ -3,19 +3,12 @@ package dlq
 import (
 	"bytes"
 	"maps"
-	"reflect"
 	"time"
-
-	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/grpccode"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
-
-func init() {
-	beam.RegisterType(reflect.TypeOf((*FailedMessage)(nil)).Elem())
-}
 
 // Stage says at which step a message failed.
 type Stage string
@@ -53,8 +46,8 @@ const (
 const MaxErrorBytes = model.MaxAttributeValueBytes
 
 // FailedMessage is one message a failure policy routed to the dead-letter
-// output instead of failing the bundle. It is a plain struct so that Beam
-// encodes it with its schema coder and any downstream DoFn can read it.
+// output instead of failing the bundle. It is a plain struct any downstream
+// DoFn can read; Beam encodes it with the coder in coder.go.
 type FailedMessage struct {
 	// Message is the message as it failed: for the sink, what the pipeline
 	// gave it (Data, Attributes, OrderingKey, Topic as set); for the source,

@@ -74,16 +74,21 @@ func sameFailure(a, b FailedMessage) bool {
 	return reflect.DeepEqual(norm(a), norm(b))
 }
 
-// FailedMessage travels between DoFns in Beam's encoding: the schema (row)
-// coder Beam infers for the registered type, written into the pipeline
-// proto and rebuilt from it on the worker. What the inferred coder encodes,
-// the worker's coder decodes to an equal value.
+// FailedMessage travels between DoFns in Beam's encoding: the custom coder
+// registered in coder.go (never a schema row, which a Java runner mangles),
+// written into the pipeline proto and rebuilt from it on the worker. What
+// the inferred coder encodes, the worker's coder decodes to an equal value.
 func TestBeamCoderRoundTrip(t *testing.T) {
 	ft := typex.New(reflect.TypeOf(FailedMessage{}))
-	if got := beam.NewCoder(ft).String(); !strings.HasPrefix(got, "R[") {
-		t.Fatalf("Beam infers coder %s for FailedMessage, want its schema (row) coder", got)
+	if got := beam.NewCoder(ft).String(); strings.HasPrefix(got, "R[") {
+		t.Fatalf("Beam infers coder %s for FailedMessage, want the custom coder", got)
 	}
-	ids, protos, err := graphx.MarshalCoders([]*coder.Coder{{Kind: coder.Row, T: ft}})
+	custom := coder.LookupCustomCoder(ft.Type())
+	if custom == nil {
+		t.Fatal("no custom coder is registered for FailedMessage")
+	}
+	inferred := coder.CoderFrom(custom)
+	ids, protos, err := graphx.MarshalCoders([]*coder.Coder{inferred})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,15 +1,6 @@
 package model
 
-import (
-	"reflect"
-	"time"
-
-	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-)
-
-func init() {
-	beam.RegisterType(reflect.TypeOf((*Message)(nil)).Elem())
-}
+import "time"
 
 // Message is one Pub/Sub message as it flows through a pipeline. The source
 // fills every field it knows; the sink reads Data, Attributes, OrderingKey

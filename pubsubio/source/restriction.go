@@ -2,16 +2,9 @@ package source
 
 import (
 	"fmt"
-	"reflect"
 
-	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 )
-
-func init() {
-	beam.RegisterType(reflect.TypeOf((*Restriction)(nil)).Elem())
-	beam.RegisterType(reflect.TypeOf((*Split)(nil)).Elem())
-}
 
 // Restriction is what one bundle of a split hands the next. Pub/Sub has no
 // position to resume from, so it carries the ack IDs the bundle emitted:
