@@ -253,7 +253,7 @@ func TestCrashFailedBundleFailsPrismJob(t *testing.T) {
 	if last := states[len(states)-1]; last != jobpb.JobState_FAILED {
 		t.Errorf("job %s ended %v after one failed bundle; want FAILED (a retried bundle would have succeeded: the transform fails once)", job, last)
 	}
-	if werr == nil || !strings.Contains(werr.Error(), "on purpose (--fail_once)") {
+	if werr == nil || !strings.Contains(werr.Error(), "on purpose (message 1 of this process)") {
 		t.Errorf("the submitting process returned %v; want the job's failure naming the deliberate error", excerpt(werr, ""))
 	}
 	if got := c.Out.Distinct(); got == n {

@@ -2,6 +2,7 @@ package crash
 
 import (
 	"context"
+	"maps"
 	"net"
 	"sync"
 	"testing"
@@ -15,10 +16,11 @@ import (
 
 // DeliveryCounter is a gRPC proxy for Pub/Sub's Subscriber service in front
 // of the emulator. It forwards the calls a read makes and records the
-// distinct message IDs its streaming pulls delivered. It is how a test knows,
-// from the server's side and without a sleep, that a pipeline process has
-// received its whole backlog: the emulator itself reports nothing of the
-// sort.
+// distinct message IDs its streaming pulls delivered, and when each was
+// first acked (on a stream or with the Acknowledge RPC). It is how a test
+// knows, from the server's side and without a sleep, that a pipeline
+// process has received its whole backlog, and when the read let each
+// message go: the emulator itself reports nothing of the sort.
 type DeliveryCounter struct {
 	pubsubpb.UnimplementedSubscriberServer
 	upstream pubsubpb.SubscriberClient
@@ -26,6 +28,8 @@ type DeliveryCounter struct {
 
 	mu        sync.Mutex
 	delivered map[string]bool
+	ackIDs    map[string]string    // ack ID -> message ID, of every delivery
+	acked     map[string]time.Time // message ID -> first ack sent
 	changed   chan struct{}
 }
 
@@ -45,6 +49,8 @@ func StartDeliveryCounter(t testing.TB, emulatorEndpoint string) *DeliveryCounte
 		upstream:  pubsubpb.NewSubscriberClient(conn),
 		Endpoint:  lis.Addr().String(),
 		delivered: map[string]bool{},
+		ackIDs:    map[string]string{},
+		acked:     map[string]time.Time{},
 		changed:   make(chan struct{}),
 	}
 	srv := grpc.NewServer()
@@ -74,15 +80,52 @@ func (d *DeliveryCounter) AwaitDelivered(n int, timeout time.Duration) int {
 	})
 }
 
+// Acked returns when each message was first acked, by message ID.
+func (d *DeliveryCounter) Acked() map[string]time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.acked)
+}
+
 // note records the messages of one streaming-pull response.
 func (d *DeliveryCounter) note(msgs []*pubsubpb.ReceivedMessage) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, m := range msgs {
 		d.delivered[m.GetMessage().GetMessageId()] = true
+		d.ackIDs[m.GetAckId()] = m.GetMessage().GetMessageId()
 	}
 	close(d.changed)
 	d.changed = make(chan struct{})
+}
+
+// noteAcks records acks sent now.
+func (d *DeliveryCounter) noteAcks(ackIDs []string) {
+	if len(ackIDs) == 0 {
+		return
+	}
+	now := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, id := range ackIDs {
+		if msg, ok := d.ackIDs[id]; ok {
+			if _, seen := d.acked[msg]; !seen {
+				d.acked[msg] = now
+			}
+		}
+	}
+	close(d.changed)
+	d.changed = make(chan struct{})
+}
+
+// AwaitAcked waits until n distinct messages were acked or timeout passes,
+// and returns how many were.
+func (d *DeliveryCounter) AwaitAcked(n int, timeout time.Duration) int {
+	return awaitAtLeast(n, timeout, func() (int, <-chan struct{}) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return len(d.acked), d.changed
+	})
 }
 
 // StreamingPull relays one stream both ways. When the pipeline process
@@ -102,6 +145,7 @@ func (d *DeliveryCounter) StreamingPull(down pubsubpb.Subscriber_StreamingPullSe
 				_ = up.CloseSend()
 				return
 			}
+			d.noteAcks(req.GetAckIds())
 			if err := up.Send(req); err != nil {
 				return
 			}
@@ -124,8 +168,9 @@ func (d *DeliveryCounter) GetSubscription(ctx context.Context, req *pubsubpb.Get
 	return d.upstream.GetSubscription(ctx, req)
 }
 
-// Acknowledge forwards the call to the emulator.
+// Acknowledge records the acks and forwards the call to the emulator.
 func (d *DeliveryCounter) Acknowledge(ctx context.Context, req *pubsubpb.AcknowledgeRequest) (*emptypb.Empty, error) {
+	d.noteAcks(req.GetAckIds())
 	return d.upstream.Acknowledge(ctx, req)
 }
 

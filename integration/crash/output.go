@@ -2,6 +2,7 @@ package crash
 
 import (
 	"context"
+	"maps"
 	"sort"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 type OutputWatcher struct {
 	mu         sync.Mutex
 	byInput    map[string]map[string]bool // input ID -> output message IDs
+	published  map[string]time.Time       // input ID -> its first output's publish time
 	deliveries int
 	foreign    int           // messages without the input ID attribute
 	changed    chan struct{} // closed and replaced on every new output
@@ -26,7 +28,7 @@ type OutputWatcher struct {
 
 // watchOutput starts an OutputWatcher on sub, stopped when the test ends.
 func watchOutput(t testing.TB, client *pubsub.Client, sub model.Subscription) *OutputWatcher {
-	w := &OutputWatcher{byInput: map[string]map[string]bool{}, changed: make(chan struct{}), done: make(chan struct{})}
+	w := &OutputWatcher{byInput: map[string]map[string]bool{}, published: map[string]time.Time{}, changed: make(chan struct{}), done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		defer close(w.done)
@@ -42,6 +44,9 @@ func watchOutput(t testing.TB, client *pubsub.Client, sub model.Subscription) *O
 			}
 			if w.byInput[in] == nil {
 				w.byInput[in] = map[string]bool{}
+			}
+			if p, ok := w.published[in]; !ok || m.PublishTime.Before(p) {
+				w.published[in] = m.PublishTime
 			}
 			if !w.byInput[in][m.ID] {
 				w.byInput[in][m.ID] = true
@@ -69,6 +74,14 @@ func (w *OutputWatcher) Seen() map[string]bool {
 		seen[id] = true
 	}
 	return seen
+}
+
+// Published returns, by input ID, when its first copy was published to
+// the output (the emulator's publish time).
+func (w *OutputWatcher) Published() map[string]time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.published)
 }
 
 // Distinct returns how many input IDs reached the output.

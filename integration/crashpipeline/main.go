@@ -14,14 +14,15 @@
 //	    --subscription=projects/p/subscriptions/in --output_topic=projects/p/topics/out \
 //	    --idle_timeout=20s
 //
-// Two flags make it misbehave on purpose: --stall blocks the transform on
-// its first message (the source keeps receiving into its buffer, nothing
-// commits), --fail_once makes the transform return an error for the first
-// message it sees in this process (one failed bundle). --window puts a
-// GroupByKey in fixed windows between the read and the write, as every
-// windowed pipeline has one: Prism no longer fuses the writer into the
-// read's bundle, and the read acks what that bundle emitted once it
-// committed, before the windows fire.
+// Three flags make it misbehave on purpose: --stall blocks the transform
+// on its first message (the source keeps receiving into its buffer,
+// nothing commits), --fail_once makes the transform return an error for
+// the first message it sees in this process (one failed bundle), and
+// --fail_after=N for the Nth. --window puts a GroupByKey in fixed windows
+// between the read and the write, as every windowed pipeline has one:
+// Prism no longer fuses the writer into the read's bundle, and the read
+// acks what that bundle emitted once it committed, before the windows
+// fire. --reshuffle puts a Reshuffle there instead.
 package main
 
 import (
@@ -69,6 +70,8 @@ var (
 	stall        = flag.Bool("stall", false, "block the transform on its first message until the process is killed (at most --stall_limit)")
 	stallLimit   = flag.Duration("stall_limit", 10*time.Minute, "with --stall: fail the pipeline after stalling this long, so a forgotten process ends")
 	failOnce     = flag.Bool("fail_once", false, "return an error from the transform for the first message this process sees")
+	failAfter    = flag.Int64("fail_after", 0, "return an error from the transform for the Nth message this process sees (0: never; --fail_once is 1)")
+	reshuffle    = flag.Bool("reshuffle", false, "reshuffle the tagged messages before writing them")
 	windowSize   = flag.Duration("window", 0, "group the tagged messages in fixed windows of this size before writing them (0: no grouping)")
 	lateness     = flag.Duration("allowed_lateness", 0, "with --window: the windows' allowed lateness")
 	timestamp    = flag.String("timestamp_attribute", "", "the read's TimestampAttribute")
@@ -106,14 +109,14 @@ func ungroup(_ int, msgs func(*pubsubio.Message) bool, emit func(pubsubio.Messag
 type tagFn struct {
 	Stall      bool
 	StallLimit time.Duration
-	FailOnce   bool
+	FailAt     int64 // fail the bundle of this process's FailAt-th message (0: never)
 }
 
 // Process-wide, because Beam makes one DoFn instance per bundle processor:
 // "first message" and "once" mean once per worker process.
 var (
 	stallOnce sync.Once
-	failed    atomic.Bool
+	seen      atomic.Int64
 )
 
 func (f *tagFn) ProcessElement(ctx context.Context, m pubsubio.Message) (pubsubio.Message, error) {
@@ -130,9 +133,9 @@ func (f *tagFn) ProcessElement(ctx context.Context, m pubsubio.Message) (pubsubi
 			return pubsubio.Message{}, err
 		}
 	}
-	if f.FailOnce && failed.CompareAndSwap(false, true) {
-		log.Infof(ctx, "crashpipeline: failing the bundle of message %s on purpose (--fail_once)", m.ID)
-		return pubsubio.Message{}, fmt.Errorf("crashpipeline: failing the bundle of message %s on purpose (--fail_once)", m.ID)
+	if n := seen.Add(1); f.FailAt > 0 && n == f.FailAt {
+		log.Infof(ctx, "crashpipeline: failing the bundle of message %s on purpose (message %d of this process)", m.ID, n)
+		return pubsubio.Message{}, fmt.Errorf("crashpipeline: failing the bundle of message %s on purpose (message %d of this process)", m.ID, n)
 	}
 	attrs := make(map[string]string, len(m.Attributes)+1)
 	for k, v := range m.Attributes {
@@ -182,7 +185,14 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("configuring the read: %w", err)
 	}
-	tagged := beam.ParDo(s, &tagFn{Stall: *stall, StallLimit: *stallLimit, FailOnce: *failOnce}, msgs)
+	failAt := *failAfter
+	if *failOnce {
+		failAt = 1
+	}
+	tagged := beam.ParDo(s, &tagFn{Stall: *stall, StallLimit: *stallLimit, FailAt: failAt}, msgs)
+	if *reshuffle {
+		tagged = beam.Reshuffle(s, tagged)
+	}
 	if *windowSize > 0 {
 		windowed := beam.WindowInto(s, window.NewFixedWindows(*windowSize), beam.ParDo(s, byShard, tagged), beam.AllowedLateness(*lateness))
 		tagged = beam.ParDo(s, ungroup, beam.GroupByKey(s, windowed))

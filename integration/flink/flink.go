@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -260,7 +261,21 @@ func freePorts(session bool) (ports, error) {
 // RunnerArgs are the flags that submit a Beam Go pipeline to this Flink
 // with the submitting process as its SDK worker.
 func (f *Flink) RunnerArgs() []string {
-	return []string{"--runner=flink", "--endpoint=" + f.Endpoint, "--environment_type=LOOPBACK"}
+	return append([]string{"--runner=flink", "--endpoint=" + f.Endpoint, "--environment_type=LOOPBACK"}, f.commitArgs()...)
+}
+
+// jobs numbers the jobs submitted with RunnerArgs, for unique job names.
+var jobs atomic.Int64
+
+// commitArgs say when pubsubio's reads ack: once a completed checkpoint
+// covers their output (found by the job's name on the REST API) when this
+// Flink checkpoints; otherwise, with nothing ever durable, at the split's
+// next bundle.
+func (f *Flink) commitArgs() []string {
+	if f.opts.CheckpointInterval <= 0 {
+		return []string{"--pubsubio_commit=RESUME"}
+	}
+	return []string{"--pubsubio_flink_rest=" + f.REST.Addr, fmt.Sprintf("--job_name=pubsubio-it-%d-%d", os.Getpid(), jobs.Add(1))}
 }
 
 // ProcessRunnerArgs are the flags that submit a Beam Go pipeline to this
@@ -272,8 +287,8 @@ func (f *Flink) RunnerArgs() []string {
 // (Options.SpreadTasks).
 func (f *Flink) ProcessRunnerArgs(boot, worker string) []string {
 	config := `{"command":` + strconv.Quote(boot) + `}`
-	return []string{"--runner=flink", "--endpoint=" + f.Endpoint, "--environment_type=PROCESS",
-		"--environment_config=" + config, "--worker_binary=" + worker}
+	return append([]string{"--runner=flink", "--endpoint=" + f.Endpoint, "--environment_type=PROCESS",
+		"--environment_config=" + config, "--worker_binary=" + worker}, f.commitArgs()...)
 }
 
 // Options returns the options this Flink was started with.

@@ -1,21 +1,17 @@
 package flink
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"net"
 	"strings"
 	"sync"
 	"unicode"
 
 	jobpb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/jobmanagement_v1"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/pubsubio/beam-pubsubio/integration/grpcproxy"
 )
 
 // OptionsProxy is a job service in front of a Beam job server that adds
@@ -31,13 +27,9 @@ type OptionsProxy struct {
 	// Endpoint is the proxy's job service, host:port, for --endpoint.
 	Endpoint string
 
-	target  string
-	lis     net.Listener
-	srv     *grpc.Server
-	conn    *grpc.ClientConn
+	proxy   *grpcproxy.Proxy
 	mu      sync.Mutex
 	options map[string]any
-	stop    sync.Once
 }
 
 // prepareMethod is the one call the proxy rewrites.
@@ -51,18 +43,17 @@ func StartOptionsProxy(target string, options map[string]any) (*OptionsProxy, er
 	if _, err := structpb.NewStruct(toURNs(options)); err != nil {
 		return nil, fmt.Errorf("flink: pipeline options %v: %w", options, err)
 	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	p := &OptionsProxy{options: maps.Clone(options)}
+	proxy, err := grpcproxy.Start(target, func(method string, fromClient bool, msg []byte) ([]byte, error) {
+		if method != prepareMethod || !fromClient {
+			return msg, nil
+		}
+		return p.rewrite(msg)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("flink: options proxy: dial %s: %w", target, err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		conn.Close()
 		return nil, fmt.Errorf("flink: options proxy: %w", err)
 	}
-	p := &OptionsProxy{Endpoint: lis.Addr().String(), target: target, lis: lis, conn: conn, options: maps.Clone(options)}
-	p.srv = grpc.NewServer(grpc.ForceServerCodec(rawCodec{}), grpc.UnknownServiceHandler(p.forward))
-	go p.srv.Serve(lis)
+	p.proxy, p.Endpoint = proxy, proxy.Addr
 	return p, nil
 }
 
@@ -85,75 +76,13 @@ func (p *OptionsProxy) Options() map[string]any {
 }
 
 // Stop closes the proxy and its open calls.
-func (p *OptionsProxy) Stop() {
-	p.stop.Do(func() {
-		p.srv.Stop()
-		p.conn.Close()
-	})
-}
-
-// forward relays one call, of any kind, to the target.
-func (p *OptionsProxy) forward(_ any, ss grpc.ServerStream) error {
-	method, ok := grpc.MethodFromServerStream(ss)
-	if !ok {
-		return errors.New("flink options proxy: no method")
-	}
-	ctx, cancel := context.WithCancel(ss.Context())
-	defer cancel()
-	cs, err := p.conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method, grpc.ForceCodec(rawCodec{}))
-	if err != nil {
-		return err
-	}
-	up := make(chan error, 1)
-	go func() {
-		for {
-			var f frame
-			if err := ss.RecvMsg(&f); err != nil {
-				if errors.Is(err, io.EOF) {
-					up <- cs.CloseSend()
-				} else {
-					up <- err
-				}
-				return
-			}
-			if method == prepareMethod {
-				if err := p.rewrite(&f); err != nil {
-					up <- err
-					return
-				}
-			}
-			if err := cs.SendMsg(&f); err != nil {
-				up <- nil // the target's status comes from RecvMsg below
-				return
-			}
-		}
-	}()
-	for {
-		var f frame
-		if err := cs.RecvMsg(&f); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
-		if err := ss.SendMsg(&f); err != nil {
-			return err
-		}
-		select {
-		case err := <-up:
-			if err != nil {
-				return err
-			}
-		default:
-		}
-	}
-}
+func (p *OptionsProxy) Stop() { p.proxy.Stop() }
 
 // rewrite adds the options to a PrepareJobRequest.
-func (p *OptionsProxy) rewrite(f *frame) error {
+func (p *OptionsProxy) rewrite(msg []byte) ([]byte, error) {
 	var req jobpb.PrepareJobRequest
-	if err := proto.Unmarshal(f.b, &req); err != nil {
-		return fmt.Errorf("flink options proxy: decoding Prepare: %w", err)
+	if err := proto.Unmarshal(msg, &req); err != nil {
+		return nil, fmt.Errorf("flink options proxy: decoding Prepare: %w", err)
 	}
 	if req.PipelineOptions == nil {
 		req.PipelineOptions = &structpb.Struct{}
@@ -163,17 +92,12 @@ func (p *OptionsProxy) rewrite(f *frame) error {
 	}
 	add, err := structpb.NewStruct(toURNs(p.Options()))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for k, v := range add.Fields {
 		req.PipelineOptions.Fields[k] = v
 	}
-	b, err := proto.Marshal(&req)
-	if err != nil {
-		return err
-	}
-	f.b = b
-	return nil
+	return proto.Marshal(&req)
 }
 
 // toURNs turns Java option names into the keys of a pipeline options
@@ -199,30 +123,3 @@ func snake(s string) string {
 	}
 	return b.String()
 }
-
-// frame is one gRPC message, undecoded.
-type frame struct{ b []byte }
-
-// rawCodec passes frames through as bytes.
-type rawCodec struct{}
-
-func (rawCodec) Marshal(v any) ([]byte, error) {
-	f, ok := v.(*frame)
-	if !ok {
-		return nil, fmt.Errorf("raw codec: cannot marshal %T", v)
-	}
-	return f.b, nil
-}
-
-func (rawCodec) Unmarshal(data []byte, v any) error {
-	f, ok := v.(*frame)
-	if !ok {
-		return fmt.Errorf("raw codec: cannot unmarshal into %T", v)
-	}
-	f.b = append(f.b[:0], data...)
-	return nil
-}
-
-// Name is "proto", so the content type on the wire stays what both ends
-// expect.
-func (rawCodec) Name() string { return "proto" }

@@ -141,11 +141,21 @@ const (
 )
 
 func checkEndpoint(ep string) error {
+	if strings.Contains(ep, "://") {
+		return fmt.Errorf("EmulatorEndpoint %q has a scheme (the emulator is always reached over plaintext gRPC); use host:port, e.g. localhost:8085", text.Truncate(ep, maxQuotedEndpoint))
+	}
+	return CheckHostPort("EmulatorEndpoint", ep, "localhost:8085")
+}
+
+// CheckHostPort says why ep, the value of option, is not a host:port (a
+// host name or an IP address, and a port from 1 to 65535), suggesting
+// example; or returns nil.
+func CheckHostPort(option, ep, example string) error {
 	bad := func(why string) error {
-		return fmt.Errorf("EmulatorEndpoint %q %s; use host:port, e.g. localhost:8085", text.Truncate(ep, maxQuotedEndpoint), why)
+		return fmt.Errorf("%s %q %s; use host:port, e.g. %s", option, text.Truncate(ep, maxQuotedEndpoint), why, example)
 	}
 	if strings.Contains(ep, "://") {
-		return bad("has a scheme (the emulator is always reached over plaintext gRPC)")
+		return bad("has a scheme")
 	}
 	host, port, err := net.SplitHostPort(ep)
 	if err != nil {

@@ -10,28 +10,27 @@ import (
 // fails after beginBundle, abandonBundle gives back what it emitted. Each
 // step takes the reader's lock once.
 
-// beginBundle acks what the bundle before rest emitted (the runner
-// persisted rest, so it committed that bundle), gives back what an earlier
-// attempt of this bundle emitted (a retry), makes sure the subscriber runs,
-// and returns up to limit buffered deliveries for the bundle to emit. For
-// a final restriction it only acks and gives back.
+// beginBundle acks what the bundles before rest emitted as far as the
+// runner has made it durable (commit.go; under CommitResume, all that the
+// bundle before rest emitted: the runner persisted rest, so it committed
+// that bundle), gives back what an earlier attempt of this bundle emitted
+// (a retry), makes sure the subscriber runs, and returns up to limit
+// buffered deliveries for the bundle to emit. For a final restriction it
+// only acks and gives back.
 func (r *splitReader) beginBundle(ctx context.Context, rest Restriction, limit int) ([]*delivery, error) {
-	ids := make([]ackID, len(rest.AckIDs))
-	for i, id := range rest.AckIDs {
-		ids[i] = ackID(id)
+	now := r.now()
+	local, remote, err := r.committed(rest, now)
+	if err != nil {
+		return nil, err
 	}
-	if rest.Owner != processID {
-		// Emitted by another process: only the RPC can ack them, and it is
-		// a network call, made without the lock.
-		r.ackRemote(ctx, ids)
-		ids = nil
-	}
+	// Emitted by another process: only the RPC can ack them, and it is a
+	// network call, made without the lock.
+	r.ackRemote(ctx, remote)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	now := r.now()
 	r.lastPolled = now
-	if len(ids) > 0 {
-		r.stats.add(acksResume, r.ledger.ack(ids, now))
+	if len(local) > 0 {
+		r.stats.add(r.ackCounter(), r.ledger.ack(local, now))
 	}
 	// Anything this split emitted under this bundle's number or later is
 	// output the runner discarded: this bundle is a retry.

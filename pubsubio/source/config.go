@@ -203,6 +203,17 @@ type Config struct {
 	// FinalizationOff. See FinalizationMode.
 	Finalization FinalizationMode
 
+	// Commit says when a split acks what a bundle emitted: CommitAuto
+	// (default: a completed checkpoint on Flink, the split's next bundle
+	// elsewhere), CommitResume or CommitFlinkCheckpoint. See CommitMode;
+	// README, Running on Flink.
+	Commit CommitMode
+
+	// Flink is where the read learns of completed checkpoints under
+	// CommitFlinkCheckpoint: the JobManager's REST address, and the job's
+	// name (--job_name if empty).
+	Flink FlinkCheckpoints
+
 	// Connection says where and as whom to connect. The zero value is
 	// application-default credentials against Pub/Sub.
 	Connection connection.Settings
@@ -224,6 +235,7 @@ func (cfg Config) warnings(now time.Time) []string {
 func (cfg Config) withDefaults() (Config, error) {
 	construct.Default(&cfg.Ordering, OrderingNone)
 	construct.Default(&cfg.Finalization, FinalizationAuto)
+	construct.Default(&cfg.Commit, CommitAuto)
 	construct.Default(&cfg.Format, model.FormatBytes)
 	construct.Default(&cfg.DecodePolicy, DecodeFail)
 	construct.Default(&cfg.Splits, 1)
@@ -279,6 +291,11 @@ func (cfg Config) validate(errs []error) error {
 	case DecodeFail, DecodeDrop, DecodeNack, DecodeDeadLetter:
 	default:
 		bad("DecodePolicy %q is unknown; use %q, %q, %q or %q", text.Truncate(string(cfg.DecodePolicy), maxQuotedValue), DecodeFail, DecodeDrop, DecodeNack, DecodeDeadLetter)
+	}
+	switch cfg.Commit {
+	case CommitAuto, CommitResume, CommitFlinkCheckpoint:
+	default:
+		bad("Commit %q is unknown; use %q, %q or %q", text.Truncate(string(cfg.Commit), maxQuotedValue), CommitAuto, CommitResume, CommitFlinkCheckpoint)
 	}
 	switch cfg.LatePolicy {
 	case LateEmit, LateDeadLetter:

@@ -26,6 +26,7 @@ const (
 	nackedDecode      // failed to decode under DecodeNack
 	acksFinalization  // acks sent from a bundle-finalization callback
 	acksResume        // acks sent by the next bundle of the split
+	acksCheckpoint    // acks sent once a completed Flink checkpoint covered them
 	acksRPC           // acks sent with the Acknowledge RPC (residual resumed elsewhere)
 	ackRPCFailures
 	nackRPCFailures
@@ -40,6 +41,7 @@ const (
 	watermarkSkippedStale       // splits left out of the read's watermark for not being polled
 	givenBackUntracked          // given back past maxGivenBack: they do not hold the watermark
 	givenBackUnseen             // given back and not seen again within WatermarkWindow
+	checkpointPollFailures      // requests to Flink's REST API for completed checkpoints that failed
 	numCounters
 )
 
@@ -55,6 +57,7 @@ var counterNames = [numCounters]string{
 	nackedDecode:       "messages_nacked_decode",
 	acksFinalization:   "acks_via_finalization",
 	acksResume:         "acks_via_resume",
+	acksCheckpoint:     "acks_via_checkpoint",
 	acksRPC:            "acks_via_rpc",
 	ackRPCFailures:     "ack_rpc_failures",
 	nackRPCFailures:    "nack_rpc_failures",
@@ -70,6 +73,7 @@ var counterNames = [numCounters]string{
 	watermarkSkippedStale:       "watermark_splits_skipped_stale",
 	givenBackUntracked:          "given_back_untracked",
 	givenBackUnseen:             "given_back_unseen",
+	checkpointPollFailures:      "checkpoint_poll_failures",
 }
 
 var (

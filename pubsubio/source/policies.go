@@ -77,3 +77,40 @@ const (
 	// with its bundle. Only ReadWithDeadLetters returns that output.
 	LateDeadLetter LatePolicy = "DEAD_LETTER"
 )
+
+// CommitMode says when a split acks what a bundle emitted: once the runner
+// has made the bundle's output durable, which runners signal differently
+// (commit.go).
+type CommitMode string
+
+const (
+	// CommitAuto (default) is CommitFlinkCheckpoint when the pipeline runs
+	// with --runner=flink and CommitResume otherwise.
+	CommitAuto CommitMode = "AUTO"
+	// CommitResume acks a bundle's messages when the split's next bundle
+	// starts: Prism and Dataflow persist a residual only with the output of
+	// the bundle that produced it. On Flink it is safe only for a read
+	// fused with the transforms that end its messages' way (a Write right
+	// behind it): Flink runs the next bundle at once, and what a shuffle
+	// holds is durable only at a checkpoint.
+	CommitResume CommitMode = "RESUME"
+	// CommitFlinkCheckpoint acks a bundle's messages once a Flink checkpoint
+	// triggered after the split's next bundle started has completed, as the
+	// JobManager's REST API reports (Config.Flink); until then they stay
+	// leased. The job must checkpoint.
+	CommitFlinkCheckpoint CommitMode = "FLINK_CHECKPOINT"
+)
+
+// FlinkCheckpoints is where a read under CommitFlinkCheckpoint learns of
+// its job's completed checkpoints.
+type FlinkCheckpoints struct {
+	// REST is host:port of the JobManager's REST API (Flink's rest.address
+	// and rest.port), as the workers reach it. Required under
+	// CommitFlinkCheckpoint.
+	REST string
+	// Job is the Beam job's name, by which the read finds its Flink job
+	// (Beam's Flink runner names it after the job). If empty, --job_name is
+	// used; one of them must be set, and unique among the cluster's running
+	// jobs.
+	Job string
+}

@@ -5,12 +5,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 )
 
 // Read reads cfg.Subscriptions and cfg.Topics and returns a PCollection<model.Message>
@@ -71,6 +75,9 @@ func read(s beam.Scope, cfg Config) (beam.PCollection, beam.PCollection, error) 
 	if err := rejectDirectRunner(); err != nil {
 		return fail(err)
 	}
+	if cfg, err = cfg.withCommit(deploymentFlags()); err != nil {
+		return fail(err)
+	}
 	for _, w := range cfg.warnings(time.Now()) {
 		log.Warn(context.Background(), w)
 	}
@@ -105,13 +112,80 @@ func read(s beam.Scope, cfg Config) (beam.PCollection, beam.PCollection, error) 
 	return out[0], out[1], nil
 }
 
+// runnerFlag is the runner the pipeline is built for (Beam's --runner).
+func runnerFlag() string {
+	if f := flag.Lookup("runner"); f != nil {
+		return f.Value.String()
+	}
+	return ""
+}
+
 // rejectDirectRunner refuses Beam Go's deprecated direct runner: it runs
 // splittable DoFns through a fallback that ignores process continuations
 // and panics on watermark estimators, so the read would silently misbehave.
 func rejectDirectRunner() error {
-	f := flag.Lookup("runner")
-	if f == nil || f.Value.String() != "direct" {
+	if runnerFlag() != "direct" {
 		return nil
 	}
 	return construct.Invalid("pubsubio.Read", errors.New("the direct runner cannot run this read (it ignores process continuations): run with --runner=prism, Beam Go's local runner, or another portable runner"))
+}
+
+// The flags that set, for every read of a pipeline, what depends on the
+// deployment rather than the read: where Flink's checkpoints are seen.
+var (
+	commitFlag = flag.String("pubsubio_commit", "",
+		"when pubsubio's reads ack, for those whose Commit is CommitAuto: AUTO, RESUME or FLINK_CHECKPOINT (see source.CommitMode)")
+	flinkRESTFlag = flag.String("pubsubio_flink_rest", "",
+		"host:port of the Flink JobManager's REST API, for pubsubio's reads whose Flink.REST is empty (CommitFlinkCheckpoint)")
+)
+
+// deployment is what the flags say of where the pipeline runs.
+type deployment struct {
+	runner, jobName string     // --runner, --job_name
+	commit          CommitMode // --pubsubio_commit
+	flinkREST       string     // --pubsubio_flink_rest
+}
+
+func deploymentFlags() deployment {
+	return deployment{runner: runnerFlag(), jobName: *jobopts.JobName, commit: CommitMode(*commitFlag), flinkREST: *flinkRESTFlag}
+}
+
+// withCommit resolves CommitAuto, first by d.commit, then for d.runner,
+// and checks what CommitFlinkCheckpoint needs, taking the REST address and
+// the job's name from d when the read does not set them.
+func (cfg Config) withCommit(d deployment) (Config, error) {
+	if cfg.Commit == CommitAuto && d.commit != "" {
+		switch d.commit {
+		case CommitAuto, CommitResume, CommitFlinkCheckpoint:
+			cfg.Commit = d.commit
+		default:
+			return cfg, construct.Invalid("pubsubio.Read", fmt.Errorf("--pubsubio_commit %q is unknown; use %q, %q or %q", text.Truncate(string(d.commit), maxQuotedValue), CommitAuto, CommitResume, CommitFlinkCheckpoint))
+		}
+	}
+	if cfg.Commit == CommitAuto {
+		cfg.Commit = CommitResume
+		if strings.EqualFold(d.runner, "flink") {
+			cfg.Commit = CommitFlinkCheckpoint
+		}
+	}
+	if cfg.Commit != CommitFlinkCheckpoint {
+		return cfg, nil
+	}
+	if cfg.Flink.REST == "" {
+		cfg.Flink.REST = d.flinkREST
+	}
+	if cfg.Flink.Job == "" {
+		cfg.Flink.Job = d.jobName
+	}
+	var errs []error
+	if cfg.Flink.REST == "" {
+		errs = append(errs, fmt.Errorf("Commit %s (the default with --runner=flink) acks only what a completed Flink checkpoint covers, and needs Flink.REST (or --pubsubio_flink_rest), the JobManager's REST address; "+
+			"set it, or set Commit %s (--pubsubio_commit=%s) to ack at the split's next bundle, which loses what a shuffle behind the read holds when the job fails (README, Running on Flink)", CommitFlinkCheckpoint, CommitResume, CommitResume))
+	} else if err := connection.CheckHostPort("Flink.REST", cfg.Flink.REST, "jobmanager:8081"); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.Flink.Job == "" {
+		errs = append(errs, fmt.Errorf("Commit %s finds the job's checkpoints by its name: set --job_name, or Flink.Job", CommitFlinkCheckpoint))
+	}
+	return cfg, construct.Invalid("pubsubio.Read", errs...)
 }

@@ -128,11 +128,19 @@ func (fn *readFn) runBundle(ctx context.Context, we *watermarkEstimator, rt *sdf
 		limit = int(min(int64(limit), max(share-rest.Emitted, 0)))
 	}
 	batch, err := r.beginBundle(ctx, rest, limit)
+	if rest.Final && err == nil && r.awaitingCommit() {
+		// What the split emitted last waits for a checkpoint to cover it:
+		// the split ends once it is acked, not before.
+		rt.Mu.Lock()
+		rt.Rt.(*tracker).finishAfterThisBundle()
+		rt.Mu.Unlock()
+		return sdf.ResumeProcessingIn(fn.Cfg.PollDelay), nil
+	}
 	if rest.Final {
 		readers.releaseSplit(key, nackedRelease)
 		we.finish()
 		rt.TryClaim(finishClaim{})
-		return sdf.StopProcessing(), nil
+		return sdf.StopProcessing(), err
 	}
 	if err != nil {
 		return sdf.StopProcessing(), err

@@ -68,6 +68,11 @@ type splitReader struct {
 	waiting int
 	// budgetWait is budgetWaitFor(cfg); tests change it.
 	budgetWait time.Duration
+	// checkpoints follows the Flink job's completed checkpoints under
+	// CommitFlinkCheckpoint (nil otherwise), and awaiting is what waits for
+	// one (commit.go).
+	checkpoints *checkpointWatcher
+	awaiting    []awaitingCommit
 }
 
 // receiveRun is one Receive call; a reader restarts with a new one.
@@ -80,13 +85,25 @@ type receiveRun struct {
 
 func newSplitReader(split Split, cfg Config, rs *readState, now func() time.Time, dial func(context.Context) (puller, error)) *splitReader {
 	t := now()
-	return &splitReader{
+	r := &splitReader{
 		split: split, cfg: cfg, budget: rs.budget, stats: rs.stats, now: now, dial: dial,
 		ledger:     newLedger(rs.budget, rs.stats, rs.givenBack, now),
 		lastPolled: t, lastArrival: t, lastListening: t, created: t,
 		lags:       arrivalLags{window: cfg.WatermarkWindow},
 		budgetWait: budgetWaitFor(cfg),
 	}
+	if cfg.Commit == CommitFlinkCheckpoint {
+		r.checkpoints = watcherFor(cfg.Flink.REST, flinkJobName(cfg.Flink.Job), rs.stats)
+	}
+	return r
+}
+
+// ackCounter is the counter of acks the split's next bundles send.
+func (r *splitReader) ackCounter() counter {
+	if r.checkpoints != nil {
+		return acksCheckpoint
+	}
+	return acksResume
 }
 
 // startLocked starts the split's subscriber if it is not running, and
@@ -237,6 +254,9 @@ func (r *splitReader) release(reason counter) {
 	conn := r.conn
 	r.conn = nil
 	acks := r.ledger.takeRecentAcks(r.now())
+	if r.checkpoints != nil {
+		r.checkpoints.release()
+	}
 	r.mu.Unlock()
 	stopped := run == nil || r.awaitStop(run)
 	r.sendByRPC(conn, acks, nacks)
