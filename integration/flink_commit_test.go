@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -130,4 +132,189 @@ func percentileOf(sorted []time.Duration, q float64) time.Duration {
 		return 0
 	}
 	return sorted[int(q*float64(len(sorted)-1))].Round(time.Millisecond)
+}
+
+// flinkShapes are the pipelines of the crash matrix, all in one job: the
+// read fused with the write, a GroupByKey in 2 s windows between them, and
+// a Reshuffle.
+var flinkShapes = []string{"fused", "window", "reshuffle"}
+
+// flinkFault is one way a Flink job fails in the crash matrix.
+type flinkFault struct {
+	name string
+	opts flink.Options
+	// process runs the pipelines' SDK workers as TaskManager children
+	// (PROCESS), so that killing a TaskManager kills them too.
+	process bool
+	// extra are crashpipeline flags.
+	extra []string
+	// inject makes the fault happen to the job running in p, and returns
+	// the submitter of the job that carries on (p, or a new one).
+	inject func(t *testing.T, f *flink.Flink, p *crash.Process, job flink.Job, resubmit func() *crash.Process) *crash.Process
+}
+
+var flinkFaults = []flinkFault{
+	{
+		// Flink restores the job from its last checkpoint on the other
+		// TaskManager by itself.
+		name:    "taskmanager-killed",
+		opts:    flink.Options{Session: true, CheckpointInterval: 2 * time.Second},
+		process: true,
+		inject: func(t *testing.T, f *flink.Flink, p *crash.Process, _ flink.Job, _ func() *crash.Process) *crash.Process {
+			tm := busyTaskManager(t, f)
+			if err := f.KillTaskManager(tm); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("killed TaskManager %d and its SDK workers", tm)
+			return p
+		},
+	},
+	{
+		// The job server (and its embedded cluster) dies with the job; the
+		// pipeline is resubmitted from the last retained checkpoint by a
+		// new process.
+		name: "jobserver-killed",
+		opts: flink.Options{CheckpointInterval: 2 * time.Second, RetainCheckpoints: true},
+		inject: func(t *testing.T, f *flink.Flink, p *crash.Process, job flink.Job, resubmit func() *crash.Process) *crash.Process {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			cps, err := f.REST.Checkpoints(ctx, job.ID)
+			if err != nil || cps.Latest.Completed == nil {
+				t.Fatalf("no completed checkpoint to restore (%v)", err)
+			}
+			if err := f.KillJobServer(); err != nil {
+				t.Fatal(err)
+			}
+			p.Kill() // the submitter is the SDK worker: it dies with the job
+			retained := strings.TrimPrefix(cps.Latest.Completed.ExternalPath, "file:")
+			if err := f.SetRestore(retained); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.StartJobServer(ctx); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("killed the job server and the submitter; restarting from checkpoint %d", cps.Latest.Completed.ID)
+			return resubmit()
+		},
+	},
+	{
+		// The transform fails one bundle: Flink fails the job's tasks and
+		// restores them from the last checkpoint, in the same SDK worker.
+		name:  "failed-bundle",
+		opts:  flink.Options{CheckpointInterval: 2 * time.Second},
+		extra: []string{"--fail_after=1500"},
+		inject: func(t *testing.T, _ *flink.Flink, p *crash.Process, _ flink.Job, _ func() *crash.Process) *crash.Process {
+			return p // --fail_after fails the job by itself
+		},
+	},
+}
+
+// busyTaskManager is the TaskManager that started the job's SDK workers.
+func busyTaskManager(t *testing.T, f *flink.Flink) int {
+	for i := range 2 {
+		if strings.Contains(f.Log(fmt.Sprintf("taskmanager-%d", i), 4<<20), "Attempting to start process with command") {
+			return i
+		}
+	}
+	t.Fatal("no TaskManager started an SDK worker")
+	return -1
+}
+
+// The crash matrix: each fault hits a job of three shapes reading 1,500
+// messages each, with checkpoints every 2 s, after a checkpoint completed
+// and while messages flow; then the job (restored by Flink, or
+// resubmitted) runs on until every input message is on its output. No
+// message may be lost; the duplicates are counted: what the read emitted
+// after the checkpoint it resumed from, and which had reached the output,
+// comes again. The windows allow 30 minutes of lateness: the messages the
+// failed worker held come back minutes later (the emulator strands them),
+// behind a watermark the restored job has moved on (README, Running on
+// Flink). The faults run side by side: most of their time is that wait.
+func TestFlinkCrashMatrix(t *testing.T) {
+	e := emulator.Require(t)
+	bin := crash.BuildPipeline(t)
+	boot := crash.Build(t, bootPackage, "boot")
+	for _, fault := range flinkFaults {
+		t.Run(fault.name, func(t *testing.T) {
+			t.Parallel()
+			f := flink.Start(t, fault.opts)
+			const n = 1500
+			var cs []*crash.Topology
+			for _, shape := range flinkShapes {
+				cs = append(cs, crash.NewTopology(t, e, "fc-"+shape, n, nil))
+			}
+			runner := f.RunnerArgs
+			if fault.process {
+				runner = func() []string { return f.ProcessRunnerArgs(boot, bin) }
+			}
+			extra := append([]string{"--allowed_lateness=30m"}, fault.extra...)
+			submit := func() *crash.Process {
+				return crash.Start(t, bin, "submitter", append(runner(), crash.ArgsFor(cs, flinkShapes, extra...)...)...)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+			defer cancel()
+			start := time.Now()
+			p := submit()
+			job, err := f.REST.AwaitRunningJob(ctx)
+			if err != nil {
+				t.Fatalf("%v\nsubmitter stderr:\n%s", err, crash.Tail(p.Stderr(), 3000))
+			}
+			if got := cs[0].Out.AwaitDistinct(n/3, 3*time.Minute); got < n/3 {
+				t.Fatalf("%d of %d fused outputs before the fault; submitter stderr:\n%s", got, n, crash.Tail(p.Stderr(), 3000))
+			}
+			awaitCompletedCheckpoint(ctx, t, f, job.ID, 2)
+			p = fault.inject(t, f, p, job, submit)
+			after, err := f.REST.AwaitRunningJob(ctx)
+			if err != nil {
+				t.Fatalf("no job runs after the fault: %v\nsubmitter stderr:\n%s", err, crash.Tail(p.Stderr(), 3000))
+			}
+			restored := awaitRestore(ctx, t, f, after.ID)
+			t.Logf("the job runs on from checkpoint %d", restored)
+			for i, c := range cs {
+				missing := c.Lost(t, 6*time.Minute, "flink-"+fault.name+"-"+flinkShapes[i], 0, 1, 0, time.Since(start))
+				if len(missing) > 0 {
+					t.Errorf("%s: %d of %d messages never reached the output, e.g. %v", flinkShapes[i], len(missing), n, missing[:min(5, len(missing))])
+				}
+			}
+			if err := f.REST.Cancel(ctx, after.ID); err != nil {
+				t.Error(err)
+			}
+			_ = p.Wait(time.Minute)
+		})
+	}
+}
+
+// awaitCompletedCheckpoint waits until job has completed n checkpoints.
+func awaitCompletedCheckpoint(ctx context.Context, t *testing.T, f *flink.Flink, job string, n int) {
+	t.Helper()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if cps, err := f.REST.Checkpoints(ctx, job); err == nil && cps.Counts.Completed >= n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no checkpoint completed")
+		case <-tick.C:
+		}
+	}
+}
+
+// awaitRestore waits until job reports a restored checkpoint, and returns
+// its ID: the fault happened and Flink recovered from it.
+func awaitRestore(ctx context.Context, t *testing.T, f *flink.Flink, job string) int64 {
+	t.Helper()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if cps, err := f.REST.Checkpoints(ctx, job); err == nil && cps.Latest.Restored != nil {
+			return cps.Latest.Restored.ID
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the job never restored a checkpoint: the fault did not happen, or Flink did not recover from it")
+		case <-tick.C:
+		}
+	}
 }

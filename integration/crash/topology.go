@@ -98,6 +98,23 @@ func (c *Topology) Args(extra ...string) []string {
 	}, extra...)
 }
 
+// ArgsFor returns crashpipeline's flags for one job that reads every
+// topology of cs, each through the shape of the same index (--shapes),
+// plus extra.
+func ArgsFor(cs []*Topology, shapes []string, extra ...string) []string {
+	var subs, outs []string
+	for _, c := range cs {
+		subs = append(subs, c.inSub.String())
+		outs = append(outs, c.outTopic.String())
+	}
+	return append([]string{
+		"--emulator=" + cs[0].e.Endpoint,
+		"--subscription=" + strings.Join(subs, ","),
+		"--output_topic=" + strings.Join(outs, ","),
+		"--shapes=" + strings.Join(shapes, ","),
+	}, extra...)
+}
+
 // Complete runs the pipeline bin bounded by idleness, again and again
 // until every input ID is on the output or completeLimit has passed, and
 // returns how many runs it took. More than one run is normal on the

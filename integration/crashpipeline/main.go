@@ -22,7 +22,10 @@
 // between the read and the write, as every windowed pipeline has one:
 // Prism no longer fuses the writer into the read's bundle, and the read
 // acks what that bundle emitted once it committed, before the windows
-// fire. --reshuffle puts a Reshuffle there instead.
+// fire. --shapes builds several such pipelines in one job, one per
+// subscription and output topic (both flags then comma-separated): fused
+// (read, tag, write), window (the GroupByKey above, in windows of --window
+// or 2 s), reshuffle (a Reshuffle between tag and write).
 package main
 
 import (
@@ -31,6 +34,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,7 +75,7 @@ var (
 	stallLimit   = flag.Duration("stall_limit", 10*time.Minute, "with --stall: fail the pipeline after stalling this long, so a forgotten process ends")
 	failOnce     = flag.Bool("fail_once", false, "return an error from the transform for the first message this process sees")
 	failAfter    = flag.Int64("fail_after", 0, "return an error from the transform for the Nth message this process sees (0: never; --fail_once is 1)")
-	reshuffle    = flag.Bool("reshuffle", false, "reshuffle the tagged messages before writing them")
+	shapes       = flag.String("shapes", "", "comma-separated, one per --subscription and --output_topic (then comma-separated too): fused, window or reshuffle; empty: one pipeline, grouped when --window is set")
 	windowSize   = flag.Duration("window", 0, "group the tagged messages in fixed windows of this size before writing them (0: no grouping)")
 	lateness     = flag.Duration("allowed_lateness", 0, "with --window: the windows' allowed lateness")
 	timestamp    = flag.String("timestamp_attribute", "", "the read's TimestampAttribute")
@@ -159,11 +163,36 @@ func run(ctx context.Context) error {
 	if *emulator == "" || *subscription == "" || *outputTopic == "" {
 		return errors.New("--emulator, --subscription and --output_topic are required")
 	}
-	sub, err := pubsubio.ParseSubscription(*subscription)
+	subs, outs := strings.Split(*subscription, ","), strings.Split(*outputTopic, ",")
+	kinds := []string{"fused"}
+	if *windowSize > 0 {
+		kinds[0] = "window"
+	}
+	if *shapes != "" {
+		kinds = strings.Split(*shapes, ",")
+	}
+	if len(subs) != len(kinds) || len(outs) != len(kinds) {
+		return fmt.Errorf("%d subscriptions and %d output topics for %d shapes (%v): give one of each per shape", len(subs), len(outs), len(kinds), kinds)
+	}
+	p, s := beam.NewPipelineWithRoot()
+	for i, kind := range kinds {
+		if err := build(s.Scope(kind), subs[i], outs[i], kind); err != nil {
+			return err
+		}
+	}
+	if err := beamx.Run(ctx, p); err != nil {
+		return fmt.Errorf("running the pipeline: %w", err)
+	}
+	return nil
+}
+
+// build adds to s the pipeline of one shape, from subscription to topic.
+func build(s beam.Scope, subscription, outputTopic, shape string) error {
+	sub, err := pubsubio.ParseSubscription(subscription)
 	if err != nil {
 		return fmt.Errorf("--subscription: %w", err)
 	}
-	topic, err := pubsubio.ParseTopic(*outputTopic)
+	topic, err := pubsubio.ParseTopic(outputTopic)
 	if err != nil {
 		return fmt.Errorf("--output_topic: %w", err)
 	}
@@ -171,8 +200,6 @@ func run(ctx context.Context) error {
 	if *readEmulator != "" {
 		readFrom = *readEmulator
 	}
-
-	p, s := beam.NewPipelineWithRoot()
 	msgs, err := pubsubio.TryRead(s, pubsubio.ReadConfig{
 		Subscriptions:              []pubsubio.Subscription{sub},
 		IdleTimeout:                *idleTimeout,
@@ -190,21 +217,25 @@ func run(ctx context.Context) error {
 		failAt = 1
 	}
 	tagged := beam.ParDo(s, &tagFn{Stall: *stall, StallLimit: *stallLimit, FailAt: failAt}, msgs)
-	if *reshuffle {
-		tagged = beam.Reshuffle(s, tagged)
-	}
-	if *windowSize > 0 {
-		windowed := beam.WindowInto(s, window.NewFixedWindows(*windowSize), beam.ParDo(s, byShard, tagged), beam.AllowedLateness(*lateness))
+	switch shape {
+	case "fused":
+	case "window":
+		size := *windowSize
+		if size == 0 {
+			size = 2 * time.Second
+		}
+		windowed := beam.WindowInto(s, window.NewFixedWindows(size), beam.ParDo(s, byShard, tagged), beam.AllowedLateness(*lateness))
 		tagged = beam.ParDo(s, ungroup, beam.GroupByKey(s, windowed))
+	case "reshuffle":
+		tagged = beam.Reshuffle(s, tagged)
+	default:
+		return fmt.Errorf("--shapes: %q is not fused, window or reshuffle", shape)
 	}
 	if _, err := pubsubio.TryWrite(s, pubsubio.WriteConfig{
 		Topic:      topic,
 		Connection: pubsubio.Connection{EmulatorEndpoint: *emulator},
 	}, tagged); err != nil {
 		return fmt.Errorf("configuring the write: %w", err)
-	}
-	if err := beamx.Run(ctx, p); err != nil {
-		return fmt.Errorf("running the pipeline: %w", err)
 	}
 	return nil
 }

@@ -155,8 +155,10 @@ func confEntries(o Options, dir string, p ports) map[string]string {
 	return c
 }
 
-// pipelineOptions are the Beam Java pipeline options the proxy adds.
-func pipelineOptions(o Options) map[string]any {
+// JobOptions are the Beam Java pipeline options the job service proxy
+// adds to every job under o: checkpointing, retention, restore, and
+// o.PipelineOptions.
+func JobOptions(o Options) map[string]any {
 	p := map[string]any{}
 	if o.CheckpointInterval > 0 {
 		p["checkpointingInterval"] = o.CheckpointInterval.Milliseconds()

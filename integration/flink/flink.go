@@ -220,7 +220,7 @@ func launch(ctx context.Context, dir string, opts Options, java, cp string) (*Fl
 	if err := f.StartJobServer(ctx); err != nil {
 		return nil, errors.Join(err, f.Stop())
 	}
-	proxy, err := StartOptionsProxy(f.JobServerEndpoint, pipelineOptions(opts))
+	proxy, err := StartOptionsProxy(f.JobServerEndpoint, JobOptions(opts))
 	if err != nil {
 		return nil, errors.Join(err, f.Stop())
 	}
@@ -372,7 +372,7 @@ func (f *Flink) SetRestore(path string) error {
 	if err := writeConf(f.ConfDir, confEntries(f.opts, f.Dir, f.ports)); err != nil {
 		return err
 	}
-	return f.proxy.SetOptions(pipelineOptions(f.opts))
+	return f.proxy.SetOptions(JobOptions(f.opts))
 }
 
 // PipelineOptions returns the Beam Java pipeline options the proxy adds to

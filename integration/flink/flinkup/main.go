@@ -8,6 +8,12 @@
 // It prints the endpoint, the REST address and the directory holding the
 // configuration, logs and checkpoints, and removes that directory on exit
 // unless --keep.
+//
+// With --job_server it starts nothing but the job service proxy, in front
+// of a job server already running: Beam Go cannot pass Flink's pipeline
+// options itself (docs/upstream/go-runner-options.md).
+//
+//	go run ./integration/flink/flinkup --job_server=localhost:8099 --checkpoint=10s
 package main
 
 import (
@@ -33,6 +39,7 @@ var (
 	restore     = flag.String("restore", "", "checkpoint or savepoint path jobs start from")
 	parallelism = flag.Int("parallelism", 2, "parallelism.default")
 	keep        = flag.Bool("keep", false, "keep the directory on exit")
+	jobServer   = flag.String("job_server", "", "host:port of a running job server: start only the proxy that adds the options to its jobs")
 	pipelineOpt = optionFlags{}
 )
 
@@ -69,6 +76,9 @@ func main() {
 }
 
 func run() error {
+	if *jobServer != "" {
+		return proxyOnly()
+	}
 	dir, err := os.MkdirTemp("", "flinkup-")
 	if err != nil {
 		return err
@@ -96,6 +106,22 @@ func run() error {
 	fmt.Printf("job server %s; the endpoint below adds pipeline options %v\n", f.JobServerEndpoint, f.PipelineOptions())
 	fmt.Printf("endpoint %s\nrest %s\ndir %s\nready in %v (%v)\n", f.Endpoint, f.REST.Addr, f.Dir, time.Since(start).Round(time.Millisecond), f.Timings)
 	fmt.Printf("submit with: --runner=flink --endpoint=%s --environment_type=LOOPBACK\n", f.Endpoint)
+	<-ctx.Done()
+	return nil
+}
+
+// proxyOnly serves the options proxy in front of --job_server until
+// interrupted.
+func proxyOnly() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	opts := flink.JobOptions(flink.Options{CheckpointInterval: *checkpoint, RetainCheckpoints: *retain, Restore: *restore, PipelineOptions: pipelineOpt})
+	p, err := flink.StartOptionsProxy(*jobServer, opts)
+	if err != nil {
+		return err
+	}
+	defer p.Stop()
+	fmt.Printf("endpoint %s adds pipeline options %v to the jobs of %s\n", p.Endpoint, opts, *jobServer)
 	<-ctx.Done()
 	return nil
 }
