@@ -34,6 +34,12 @@ type (
 	// LatePolicy is LateEmit or LateDeadLetter: what the read does with a
 	// message behind the watermark it already reported.
 	LatePolicy = source.LatePolicy
+	// CommitMode is CommitAuto, CommitResume or CommitFlinkCheckpoint: when
+	// the read acks what a bundle emitted.
+	CommitMode = source.CommitMode
+	// FlinkCheckpoints is where a read on Flink learns of its job's
+	// completed checkpoints.
+	FlinkCheckpoints = source.FlinkCheckpoints
 	// SubscriptionSetup is what the read's prepare step does for one
 	// subscription before reading it: create it when missing, seek it to a
 	// start position. Most reads need none.
@@ -102,6 +108,20 @@ const (
 	// LateDeadLetter emits it on ReadWithDeadLetters' dead-letter output
 	// (stage late) instead.
 	LateDeadLetter = source.LateDeadLetter
+)
+
+// Commit modes (ReadConfig.Commit): when the read acks what a bundle
+// emitted, once the runner has made its output durable.
+const (
+	// CommitAuto (default) is CommitFlinkCheckpoint with --runner=flink,
+	// CommitResume otherwise.
+	CommitAuto = source.CommitAuto
+	// CommitResume acks at the split's next bundle: Prism and Dataflow
+	// persist a residual only with its bundle's output.
+	CommitResume = source.CommitResume
+	// CommitFlinkCheckpoint acks once a completed Flink checkpoint covers
+	// the bundle (ReadConfig.Flink).
+	CommitFlinkCheckpoint = source.CommitFlinkCheckpoint
 )
 
 // Start positions (StartPosition.Kind); the functions below build them.

@@ -186,6 +186,13 @@ func rejections() []rejection {
 		read("DecodePolicy unknown", func(c *pubsubio.ReadConfig) { c.DecodePolicy = "IGNORE" }),
 		read("DecodePolicy DEAD_LETTER on Read", func(c *pubsubio.ReadConfig) { c.DecodePolicy = pubsubio.DecodeDeadLetter }),
 		read("LatePolicy unknown", func(c *pubsubio.ReadConfig) { c.LatePolicy = "DROP" }),
+		read("Commit unknown", func(c *pubsubio.ReadConfig) { c.Commit = "SOMETIMES" }),
+		read("Commit FLINK_CHECKPOINT without Flink.REST", func(c *pubsubio.ReadConfig) {
+			c.Commit, c.Flink.Job = pubsubio.CommitFlinkCheckpoint, "orders"
+		}),
+		read("Flink.REST a URL", func(c *pubsubio.ReadConfig) {
+			c.Commit, c.Flink = pubsubio.CommitFlinkCheckpoint, pubsubio.FlinkCheckpoints{REST: "http://jobmanager:8081", Job: "orders"}
+		}),
 		read("LatePolicy DEAD_LETTER on Read", func(c *pubsubio.ReadConfig) { c.LatePolicy = pubsubio.LateDeadLetter }),
 		read("Splits negative", func(c *pubsubio.ReadConfig) { c.Splits = -1 }),
 		read("ParallelPullCount negative", func(c *pubsubio.ReadConfig) { c.ParallelPullCount = -1 }),
