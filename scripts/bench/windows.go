@@ -54,7 +54,7 @@ type windowsResult struct {
 	name      string
 	latencies []time.Duration // sorted
 	windows   int
-	missed    int // published into a window, not in its count: dropped as late
+	missed    int           // published into a window, not in its count: dropped as late
 	drain     time.Duration // from the feed's start to the backlog's last window firing
 }
 
