@@ -158,7 +158,7 @@ func (w *checkpointWatcher) poll() error {
 			Interval int64 `json:"interval"`
 		}
 		if err := w.get(ctx, "/jobs/"+id+"/checkpoints/config", &cfg); err != nil || cfg.Interval <= 0 || cfg.Interval == 1<<63-1 {
-			return fmt.Errorf("Flink job %s (%s) does not checkpoint (%v), so no output of the read is ever durable and no message may be acked: "+
+			return fmt.Errorf("the Flink job %s (%s) does not checkpoint (%v), so no output of the read is ever durable and no message may be acked: "+
 				"turn checkpointing on with the pipeline option checkpointingInterval (README, Running on Flink), or set Commit to %s: %w",
 				id, w.job, err, CommitResume, errCheckpointingOff)
 		}
@@ -206,11 +206,11 @@ func (w *checkpointWatcher) findJob(ctx context.Context) (string, error) {
 	}
 	switch len(ids) {
 	case 0:
-		return "", fmt.Errorf("no running Flink job named %s-...", w.job)
+		return "", fmt.Errorf("no running Flink job has a name starting %q", w.job+"-")
 	case 1:
 		return ids[0], nil
 	}
-	return "", fmt.Errorf("%d running Flink jobs are named %s-... (%v): give each job its own --job_name", len(ids), w.job, ids)
+	return "", fmt.Errorf("%d running Flink jobs have names starting %q (%v): give each job its own --job_name", len(ids), w.job+"-", ids)
 }
 
 func (w *checkpointWatcher) get(ctx context.Context, path string, v any) error {

@@ -179,13 +179,13 @@ func (cfg Config) withCommit(d deployment) (Config, error) {
 	}
 	var errs []error
 	if cfg.Flink.REST == "" {
-		errs = append(errs, fmt.Errorf("Commit %s (the default with --runner=flink) acks only what a completed Flink checkpoint covers, and needs Flink.REST (or --pubsubio_flink_rest), the JobManager's REST address; "+
+		errs = append(errs, fmt.Errorf("with Commit %s (the default with --runner=flink) the read acks only what a completed Flink checkpoint covers, and needs Flink.REST (or --pubsubio_flink_rest), the JobManager's REST address; "+
 			"set it, or set Commit %s (--pubsubio_commit=%s) to ack at the split's next bundle, which loses what a shuffle behind the read holds when the job fails (README, Running on Flink)", CommitFlinkCheckpoint, CommitResume, CommitResume))
 	} else if err := connection.CheckHostPort("Flink.REST", cfg.Flink.REST, "jobmanager:8081"); err != nil {
 		errs = append(errs, err)
 	}
 	if cfg.Flink.Job == "" {
-		errs = append(errs, fmt.Errorf("Commit %s finds the job's checkpoints by its name: set --job_name, or Flink.Job", CommitFlinkCheckpoint))
+		errs = append(errs, fmt.Errorf("with Commit %s the read finds the job's checkpoints by its name: set --job_name, or Flink.Job", CommitFlinkCheckpoint))
 	}
 	return cfg, construct.Invalid("pubsubio.Read", errs...)
 }
