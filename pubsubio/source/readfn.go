@@ -137,11 +137,15 @@ func (fn *readFn) runBundle(ctx context.Context, we *watermarkEstimator, rt *sdf
 		return sdf.ResumeProcessingIn(fn.Cfg.PollDelay), nil
 	}
 	if rest.Final {
+		r.confirmAcks(ctx) // before the release stops the client sending them
 		readers.releaseSplit(key, nackedRelease)
 		we.finish()
 		rt.TryClaim(finishClaim{})
 		return sdf.StopProcessing(), err
 	}
+	// The answers to exactly-once acks (exactlyonce.go) arrive while the
+	// bundle emits.
+	defer r.confirmAcks(ctx)
 	if err != nil {
 		return sdf.StopProcessing(), err
 	}
