@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
@@ -41,6 +42,7 @@ type delivery struct {
 	// exactlyOnce: its subscription has exactly-once delivery, so its ack
 	// is answered (exactlyonce.go).
 	exactlyOnce bool
+	span        trace.Span // its receive span, under Config.Tracing (trace.go)
 }
 
 // outcome is how a delivery leaves its split.
@@ -148,6 +150,7 @@ func (l *ledger) end(d *delivery, how outcome, reason counter) {
 	case nackIt:
 		d.handle.Nack()
 	}
+	traceGivenBack(d, reason)
 	l.stats.add(reason, 1)
 	if returns(reason) {
 		l.givenBack.add(d.msg.ID, d.eventTime, l.now())

@@ -12,6 +12,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/googleapis/gax-go/v2/apierror"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/grpccode"
@@ -41,19 +42,23 @@ import (
 // MaxDurationPerAckExtension for such a subscription.
 const minExactlyOnceExtension = 60 * time.Second
 
-// ackAnswer is an exactly-once ack whose answer is not counted yet.
+// ackAnswer is an exactly-once ack whose answer is not counted yet, and
+// the receive span that ends with it.
 type ackAnswer struct {
-	result *pubsub.AckResult
+	result  *pubsub.AckResult
+	span    trace.Span
+	emitted time.Time
 }
 
 // sendAck acks d through its handle, and asks for the answer when d's
 // subscription has exactly-once delivery.
 func (l *ledger) sendAck(d *delivery) {
 	if m, ok := d.handle.(*pubsub.Message); ok && d.exactlyOnce {
-		l.answers = append(l.answers, ackAnswer{result: m.AckWithResult()})
+		l.answers = append(l.answers, ackAnswer{result: m.AckWithResult(), span: d.span, emitted: d.drained})
 		return
 	}
 	d.handle.Ack()
+	traceAcked(d.span, d.drained, l.now(), nil)
 }
 
 // confirmAcks waits, bounded by Connection.RPCTimeout, for the answers to
@@ -83,11 +88,13 @@ func (r *splitReader) confirmAcks(ctx context.Context) {
 	refused := map[codes.Code]int{}
 	var lastRefusal error
 	why := waitErr
+	now := r.now()
 	for _, a := range answers {
 		select {
 		case <-a.result.Ready():
 		default:
 			unconfirmed++
+			traceAcked(a.span, a.emitted, now, errNoAnswer)
 			continue
 		}
 		st, err := a.result.Get(context.Background()) // ready: returns at once
@@ -101,6 +108,7 @@ func (r *splitReader) confirmAcks(ctx context.Context) {
 			unconfirmed++
 			why = err
 		}
+		traceAcked(a.span, a.emitted, now, err)
 	}
 	r.stats.add(acksConfirmed, confirmed)
 	r.stats.add(acksUnconfirmed, unconfirmed)
@@ -110,6 +118,10 @@ func (r *splitReader) confirmAcks(ctx context.Context) {
 			unconfirmed, len(answers), sub, why)
 	}
 }
+
+// errNoAnswer ends the receive span of an exactly-once ack Pub/Sub did
+// not answer in time.
+var errNoAnswer = errors.New("no answer to the exactly-once ack within Connection.RPCTimeout")
 
 // refusalCode reports whether st refuses the ack for good, and the gRPC
 // code of the refusal. The client says so of an ack ID Pub/Sub refused

@@ -96,24 +96,35 @@ func (f *fakeServer) exactlyOnceSub(t *testing.T, topic, id string, exactlyOnce 
 }
 
 // readUntil runs bundles of fn's split 0 from rest until want messages
-// were emitted, paced as a runner resumes an idle split, and returns what
-// they emitted and the last residual.
+// were emitted, paced as a runner resumes an idle split, and returns the
+// IDs of what they emitted and the last residual.
 func readUntil(t *testing.T, fn *readFn, rest Restriction, want int) ([]string, Restriction) {
 	t.Helper()
-	var ids []string
+	msgs, rest := readMessagesUntil(t, fn, rest, want)
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
+	return ids, rest
+}
+
+// readMessagesUntil is readUntil returning the messages.
+func readMessagesUntil(t *testing.T, fn *readFn, rest Restriction, want int) ([]model.Message, Restriction) {
+	t.Helper()
+	var msgs []model.Message
 	deadline := time.Now().Add(45 * time.Second)
-	for len(ids) < want {
+	for len(msgs) < want {
 		if time.Now().After(deadline) {
-			t.Fatalf("emitted %d of %d messages within 45s: %v", len(ids), want, ids)
+			t.Fatalf("emitted %d of %d messages within 45s", len(msgs), want)
 		}
-		got, residual := runCrossProcessBundle(t, fn, rest)
+		got, residual := runTestBundle(t, fn, rest)
 		if len(got) == 0 {
 			time.Sleep(fn.Cfg.PollDelay) // the runner's ResumeProcessingIn(PollDelay)
 		}
-		ids = append(ids, got...)
+		msgs = append(msgs, got...)
 		rest = residual
 	}
-	return ids, rest
+	return msgs, rest
 }
 
 // exactlyOnceRead is a one-split read of sub on f.
