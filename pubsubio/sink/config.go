@@ -189,6 +189,17 @@ type Config struct {
 	// dynamic destinations the series grow with every topic written.
 	PerDestinationMetrics bool
 
+	// Tracing, when true, gives each message an OpenTelemetry publish
+	// span, a child of the trace context the message carries in its
+	// attributes (that of a traced Read's receive span, or one user code
+	// set with WithTraceContext), from its acceptance until Pub/Sub
+	// confirmed or refused it, and publishes the message carrying the
+	// span's context, so that a traced consumer continues the same trace.
+	// Spans go to the global TracerProvider, as the client's do. Default
+	// off: no span, no cost, and trace context a message carries is
+	// published as it is. README, Tracing.
+	Tracing bool
+
 	// Connection says where and as whom to connect. The zero value is
 	// application-default credentials against Pub/Sub.
 	Connection connection.Settings
