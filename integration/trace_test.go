@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/pubsubio/beam-pubsubio/integration/collect"
 	"github.com/pubsubio/beam-pubsubio/integration/emulator"
 	"github.com/pubsubio/beam-pubsubio/pubsubio"
 )
@@ -145,4 +146,52 @@ func spansNamed(rec *tracetest.SpanRecorder, name string) []sdktrace.ReadOnlySpa
 		}
 	}
 	return out
+}
+
+// Without Tracing, messages of a traced publisher pass through Read and
+// Write with their trace context as it was: Write takes the keys, so
+// nothing is dead-lettered, and the consumer sees the publisher's context.
+// (The emulator takes any attribute key; Write's own check is what this
+// exercises.)
+func TestTraceContextPassesThrough(t *testing.T) {
+	const n = 5
+	e := emulator.Require(t)
+	conn := pubsubio.Connection{EmulatorEndpoint: e.Endpoint}
+	in, out := e.CreateTopic(t, "passthrough-in"), e.CreateTopic(t, "passthrough-out")
+	inSub := e.CreateSubscription(t, in, "passthrough-in", 0)
+	outSub := e.CreateSubscription(t, out, "passthrough-out", 0)
+	recordSpans(t)
+	client := tracedClient(t, e)
+	publisher := client.Publisher(in.String())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sent := map[string]string{} // payload -> traceparent
+	for i := range n {
+		m := &pubsub.Message{Data: fmt.Appendf(nil, "message %d", i)}
+		if _, err := publisher.Publish(ctx, m).Get(ctx); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+		sent[strings.ToUpper(string(m.Data))] = m.Attributes["googclient_traceparent"]
+	}
+	publisher.Stop()
+
+	p, s := beam.NewPipelineWithRoot()
+	msgs := pubsubio.Read(s, pubsubio.ReadConfig{Subscriptions: []pubsubio.Subscription{inSub}, MaxMessages: n, Connection: conn})
+	dead := pubsubio.Write(s, pubsubio.WriteConfig{Topic: out, FailurePolicy: pubsubio.PolicyDeadLetter, Connection: conn},
+		beam.ParDo(s, shoutKeepingAttributes, msgs))
+	bucket := collect.Bucket(t)
+	collect.Into(s, bucket, beam.ParDo(s, deadLetterKey, dead))
+	r := runInBackground(p, 3*time.Minute)
+	r.wait(t, 3*time.Minute)
+	if r.err != nil {
+		t.Fatalf("pipeline failed: %v", r.err)
+	}
+	if got := tally(t, bucket); len(got) != 0 {
+		t.Errorf("dead letters %v: Write refused the trace context keys", got)
+	}
+	for payload, m := range receiveAll(t, e.Client(t), outSub, n, time.Minute) {
+		if want := sent[payload]; want == "" || m.Attributes["googclient_traceparent"] != want {
+			t.Errorf("%q arrived with googclient_traceparent %q, want the publisher's %q", payload, m.Attributes["googclient_traceparent"], want)
+		}
+	}
 }
