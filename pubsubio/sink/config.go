@@ -88,7 +88,9 @@ type Config struct {
 	// twice (a retried bundle, an input redelivered after a crash) carries
 	// the same ID and a downstream Deduplicate keyed on it keeps one: a hash
 	// (32 hex digits) of the element's ID and subscription when it came
-	// from a read, its data, attributes, ordering key and event time.
+	// from a read, its data, attributes (but the trace context, which a
+	// traced read sets anew for each delivery), ordering key and event
+	// time.
 	// Elements equal in all of these share an ID, so only the first passes
 	// a deduplication: give distinct ones an attribute of their own. A
 	// transform that adds something per attempt (the time, a random value)
