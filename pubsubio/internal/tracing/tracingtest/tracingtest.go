@@ -43,7 +43,7 @@ func Named(rec *tracetest.SpanRecorder, name string) []sdktrace.ReadOnlySpan {
 func Attribute(span sdktrace.ReadOnlySpan, key string) (string, bool) {
 	for _, kv := range span.Attributes() {
 		if string(kv.Key) == key {
-			return kv.Value.Emit(), true
+			return kv.Value.String(), true
 		}
 	}
 	return "", false
