@@ -93,57 +93,46 @@ func Inject(ctx context.Context, attrs map[string]string) map[string]string {
 	return out
 }
 
-// resource is what a span is about: a subscription or a topic.
-type resource interface{ String() string }
-
-// common are the attributes of every span about res, whose project and
-// ID they are.
-func common(project, id string, res resource) []attribute.KeyValue {
-	return []attribute.KeyValue{
-		semconv.MessagingSystemGCPPubsub,
-		semconv.MessagingDestinationName(id),
-		attribute.String("gcp.project_id", project),
-		attribute.String("gcp.resource.name", res.String()),
-	}
-}
-
-// messageAttributes describe m on a span.
-func messageAttributes(m model.Message) []attribute.KeyValue {
-	kv := []attribute.KeyValue{semconv.MessagingMessageBodySize(len(m.Data))}
-	if m.ID != "" {
-		kv = append(kv, semconv.MessagingMessageID(m.ID))
-	}
-	if m.OrderingKey != "" {
-		kv = append(kv, semconv.MessagingGCPPubsubMessageOrderingKey(m.OrderingKey))
-	}
-	if m.DeliveryAttempt > 0 {
-		kv = append(kv, semconv.MessagingGCPPubsubMessageDeliveryAttempt(m.DeliveryAttempt))
-	}
-	return kv
-}
-
 // StartReceive starts the receive span of m, read from its subscription,
 // as a child of the context its publisher put in its attributes, and
 // returns m carrying the span's context instead, for the pipeline to
 // continue.
 func StartReceive(m model.Message) (model.Message, trace.Span) {
 	sub := m.Subscription
-	attrs := append(common(sub.Project, sub.ID, sub), messageAttributes(m)...)
-	attrs = append(attrs, semconv.MessagingOperationTypeReceive)
-	ctx, span := tracer().Start(Extract(context.Background(), m.Attributes), sub.ID+" receive",
-		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
-	m.Attributes = Inject(ctx, m.Attributes)
-	return m, span
+	return start(m, sub.ID+" receive", trace.SpanKindConsumer, semconv.MessagingOperationTypeReceive,
+		sub.Project, sub.ID, sub.String())
 }
 
 // StartPublish starts the publish span of m, sent to topic, as a child of
 // the context m carries, and returns m carrying the span's context
 // instead, for its consumers to continue.
 func StartPublish(m model.Message, topic model.Topic) (model.Message, trace.Span) {
-	attrs := append(common(topic.Project, topic.ID, topic), messageAttributes(m)...)
-	attrs = append(attrs, semconv.MessagingOperationTypePublish)
-	ctx, span := tracer().Start(Extract(context.Background(), m.Attributes), topic.ID+" publish",
-		trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+	return start(m, topic.ID+" publish", trace.SpanKindProducer, semconv.MessagingOperationTypePublish,
+		topic.Project, topic.ID, topic.String())
+}
+
+// start starts a span named name about m and the resource (subscription
+// or topic) project/id, full name resource, as a child of the context m
+// carries, and returns m carrying the span's context instead.
+func start(m model.Message, name string, kind trace.SpanKind, op attribute.KeyValue, project, id, resource string) (model.Message, trace.Span) {
+	attrs := []attribute.KeyValue{
+		semconv.MessagingSystemGCPPubsub,
+		semconv.MessagingDestinationName(id),
+		attribute.String("gcp.project_id", project),
+		attribute.String("gcp.resource.name", resource),
+		op,
+		semconv.MessagingMessageBodySize(len(m.Data)),
+	}
+	if m.ID != "" {
+		attrs = append(attrs, semconv.MessagingMessageID(m.ID))
+	}
+	if m.OrderingKey != "" {
+		attrs = append(attrs, semconv.MessagingGCPPubsubMessageOrderingKey(m.OrderingKey))
+	}
+	if m.DeliveryAttempt > 0 {
+		attrs = append(attrs, semconv.MessagingGCPPubsubMessageDeliveryAttempt(m.DeliveryAttempt))
+	}
+	ctx, span := tracer().Start(Extract(context.Background(), m.Attributes), name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
 	m.Attributes = Inject(ctx, m.Attributes)
 	return m, span
 }
