@@ -128,6 +128,9 @@ func (fn *readFn) runBundle(ctx context.Context, we *watermarkEstimator, rt *sdf
 		limit = int(min(int64(limit), max(share-rest.Emitted, 0)))
 	}
 	batch, err := r.beginBundle(ctx, rest, limit)
+	// The answers to exactly-once acks (exactlyonce.go) arrive while the
+	// bundle emits.
+	defer r.confirmAcks(ctx)
 	if rest.Final && err == nil && r.awaitingCommit() {
 		// What the split emitted last waits for a checkpoint to cover it:
 		// the split ends once it is acked, not before.
@@ -143,9 +146,6 @@ func (fn *readFn) runBundle(ctx context.Context, we *watermarkEstimator, rt *sdf
 		rt.TryClaim(finishClaim{})
 		return sdf.StopProcessing(), err
 	}
-	// The answers to exactly-once acks (exactlyonce.go) arrive while the
-	// bundle emits.
-	defer r.confirmAcks(ctx)
 	if err != nil {
 		return sdf.StopProcessing(), err
 	}
