@@ -15,7 +15,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/pubsubio/beam-pubsubio/integration/crash"
 	"github.com/pubsubio/beam-pubsubio/integration/emulator"
+	"github.com/pubsubio/beam-pubsubio/integration/flink"
 	"github.com/pubsubio/beam-pubsubio/pubsubio"
 )
 
@@ -176,4 +178,49 @@ func TestExactlyOnceReadTransformWrite(t *testing.T) {
 	}
 	t.Logf("%d messages read over exactly-once delivery and written: acks_confirmed %d, acks_unconfirmed %d, refused %v, took %v",
 		n, confirmed, unconfirmed, refused, r.took.Round(time.Millisecond))
+}
+
+// The same over an exactly-once subscription on Flink with checkpoints
+// (the embedded cluster, this process the LOOPBACK worker): the read acks
+// what a completed checkpoint covers, and every ack the emulator answers,
+// seen from a proxy in front of it, is taken: none refused, each input
+// once on the output.
+func TestExactlyOnceOnFlink(t *testing.T) {
+	const n = 200
+	e := emulator.Require(t)
+	f := flink.Start(t, flink.Options{CheckpointInterval: 2 * time.Second})
+	reads := crash.StartDeliveryCounter(t, e.Endpoint)
+	in, out := e.CreateTopic(t, "eod-flink-in"), e.CreateTopic(t, "eod-flink-out")
+	sub := exactlyOnceSubscription(t, e, in, 60*time.Second)
+	outSub := e.CreateSubscription(t, out, "eod-flink-out", 0)
+	ids := e.Publish(t, in, n, 64, nil)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	job := runOnFlinkInProcess(ctx, t, f, "eod", func(s beam.Scope, conn pubsubio.Connection, commit pubsubio.ReadConfig) {
+		commit.Subscriptions = []pubsubio.Subscription{sub}
+		commit.Connection = pubsubio.Connection{EmulatorEndpoint: reads.Endpoint}
+		pubsubio.Write(s, pubsubio.WriteConfig{Topic: out, Connection: conn}, beam.ParDo(s, shoutWithInputID, pubsubio.Read(s, commit)))
+	})
+	got, copies := receive(t, e.Client(t), outSub, n, 3*time.Minute)
+	if acked := reads.AwaitAcked(n, 2*time.Minute); acked < n {
+		t.Fatalf("%d of %d messages acked; job server log:\n%s", acked, n, f.Log("jobserver", 4000))
+	}
+	answers := reads.AwaitAnswers(n, time.Minute)
+	if answers.Refused != 0 || answers.Failed != 0 || answers.Taken < n {
+		t.Errorf("the emulator's answers to the acks: %+v; want all %d taken, none refused or failed", answers, n)
+	}
+	from := map[string]int{}
+	for payload, m := range got {
+		from[m.Attributes["from"]] += copies[payload]
+	}
+	for _, id := range ids {
+		if from[id] != 1 {
+			t.Errorf("input %s reached the output %d times, want once", id, from[id])
+		}
+	}
+	t.Logf("EXACTLY-ONCE ON FLINK %d messages: ack answers %+v, each input once on the output", n, answers)
+	if err := f.REST.Cancel(ctx, job.ID); err != nil {
+		t.Fatal(err)
+	}
 }
