@@ -12,11 +12,17 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/stats"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio"
 )
 
 func init() {
+	register.Function2x1(checkOrder)
 	register.Function1x0(printPayload)
 	register.Function1x0(printDeadLetter)
 	register.Function1x0(printRecord)
@@ -37,6 +43,15 @@ func customerOf(m pubsubio.Message) string { return m.Attributes["customer"] }
 
 func printWindowCount(w beam.Window, customer string, n int) {
 	fmt.Printf("%s from %s: %d\n", customer, w.(window.IntervalWindow).Start.ToTime().UTC().Format("15:04"), n)
+}
+
+// checkOrder is user code that continues each message's trace with a span
+// of its own, which the message then carries on to Write.
+func checkOrder(ctx context.Context, m pubsubio.Message) pubsubio.Message {
+	ctx, span := otel.Tracer("orders").Start(pubsubio.TraceContext(ctx, m), "check order")
+	defer span.End()
+	m.Data = []byte(strings.ToUpper(string(m.Data)))
+	return pubsubio.WithTraceContext(ctx, m)
 }
 
 func toUpper(m pubsubio.Message) pubsubio.Message {
@@ -198,4 +213,83 @@ func ExampleWriteDeadLetters() {
 	// Output:
 	// "fine"
 	// "" (dlq.stage=validate)
+}
+
+// Read a subscription with exactly-once delivery: each message is acked
+// once the runner committed the bundle that emitted it, and Pub/Sub
+// confirms the ack, after which it never delivers the message again. The
+// pipeline's counters say how many acks were confirmed (acks_confirmed)
+// and refused (acks_failed_INVALID_ARGUMENT and others: a refused ack is a
+// redelivery to come, not a loss).
+func ExampleRead_exactlyOnce() {
+	pubsub := newFakePubSub()
+	defer pubsub.close()
+	pubsub.exactlyOnceSubscription("orders-once", "apple", "banana", "cherry")
+
+	p, s := beam.NewPipelineWithRoot()
+	msgs := pubsubio.Read(s, pubsubio.ReadConfig{
+		Subscriptions: []pubsubio.Subscription{pubsubio.SubscriptionOf("my-project", "orders-once")},
+		MaxMessages:   3,
+		Connection:    pubsub.connection(),
+	})
+	beam.ParDo0(s, printPayload, msgs)
+	res, err := beamx.RunWithMetrics(context.Background(), p)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	printCounter(res, "acks_confirmed")
+	// Unordered output:
+	// apple
+	// banana
+	// cherry
+	// acks_confirmed: 3
+}
+
+// Trace messages through a pipeline. With Tracing on, Read gives each
+// message a receive span, a child of its publisher's span when the
+// publisher traced (the Pub/Sub client does with
+// EnableOpenTelemetryTracing), and Write gives it a publish span and
+// publishes it carrying that span's context, so the trace goes on at its
+// consumer. In between, user code continues it with TraceContext, and
+// hands its own span on with WithTraceContext. Spans go to the global
+// TracerProvider; here a recorder stands in for an exporter.
+func ExampleTraceContext() {
+	spans := tracetest.NewSpanRecorder()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)))
+	defer otel.SetTracerProvider(noop.NewTracerProvider())
+	pubsub := startFakePubSub("apple")
+	defer pubsub.close()
+
+	p, s := beam.NewPipelineWithRoot()
+	msgs := pubsubio.Read(s, pubsubio.ReadConfig{
+		Subscriptions: []pubsubio.Subscription{pubsubio.SubscriptionOf("my-project", "orders-sub")},
+		MaxMessages:   1,
+		Tracing:       true,
+		Connection:    pubsub.connection(),
+	})
+	pubsubio.Write(s, pubsubio.WriteConfig{
+		Topic:      pubsubio.TopicOf("my-project", "checked"),
+		Tracing:    true,
+		Connection: pubsub.connection(),
+	}, beam.ParDo(s, checkOrder, msgs))
+	if err := beamx.Run(context.Background(), p); err != nil {
+		fmt.Println(err)
+	}
+	// The published message's span and its parents, in one trace.
+	byID := map[trace.SpanID]sdktrace.ReadOnlySpan{}
+	for _, sp := range spans.Ended() {
+		byID[sp.SpanContext().SpanID()] = sp
+	}
+	for _, sp := range spans.Ended() {
+		if sp.Name() == "checked publish" {
+			for ; sp != nil; sp = byID[sp.Parent().SpanID()] {
+				fmt.Println(sp.Name())
+			}
+		}
+	}
+	// Output:
+	// checked publish
+	// check order
+	// orders-sub receive
 }

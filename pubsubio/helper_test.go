@@ -95,6 +95,33 @@ func (f fakePubSub) printAcked() {
 	fmt.Println("acked:", n)
 }
 
+// exactlyOnceSubscription creates the subscription id on "orders" with
+// exactly-once delivery, as an operator would (gcloud pubsub
+// subscriptions create ID --topic=orders --enable-exactly-once-delivery),
+// and publishes payloads to "orders".
+func (f fakePubSub) exactlyOnceSubscription(id string, payloads ...string) {
+	if _, err := f.srv.GServer.CreateSubscription(context.Background(), &pubsubpb.Subscription{
+		Name: "projects/my-project/subscriptions/" + id, Topic: "projects/my-project/topics/orders",
+		AckDeadlineSeconds: 60, EnableExactlyOnceDelivery: true,
+	}); err != nil {
+		panic(err)
+	}
+	for _, p := range payloads {
+		f.srv.Publish("projects/my-project/topics/orders", []byte(p), nil)
+	}
+}
+
+// printCounter prints the pubsubio counter name of a pipeline's result.
+func printCounter(res beam.PipelineResult, name string) {
+	var n int64
+	for _, c := range res.Metrics().AllMetrics().Counters() {
+		if c.Namespace() == pubsubio.MetricsNamespace && c.Name() == name {
+			n += c.Result()
+		}
+	}
+	fmt.Printf("%s: %d\n", name, n)
+}
+
 func (f fakePubSub) close() { f.srv.Close() }
 
 // marshalled is p's portable description as bytes: what a runner, and

@@ -306,6 +306,10 @@ func rejections() []rejection {
 			c.DecodePolicy = pubsubio.DecodeNack
 			c.Setup = []pubsubio.SubscriptionSetup{{Subscription: goodSub, Create: pubsubio.SubscriptionCreateOptions{Topic: goodTopic}}}
 		}),
+		read("Create with exactly-once delivery under a short MaxDurationPerAckExtension", func(c *pubsubio.ReadConfig) {
+			c.MaxDurationPerAckExtension = 30 * time.Second
+			c.Setup = []pubsubio.SubscriptionSetup{{Subscription: goodSub, Create: pubsubio.SubscriptionCreateOptions{Topic: goodTopic, EnableExactlyOnceDelivery: true}}}
+		}),
 		setup("Start TIMESTAMP without Time", func(st *pubsubio.SubscriptionSetup) { st.Start.Kind = pubsubio.PositionTimestamp }),
 		setup("Start Time in year 10000", func(st *pubsubio.SubscriptionSetup) {
 			st.Start = pubsubio.StartFromTimestamp(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC))

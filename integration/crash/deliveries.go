@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/googleapis/gax-go/v2/apierror"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -30,7 +31,16 @@ type DeliveryCounter struct {
 	delivered map[string]bool
 	ackIDs    map[string]string    // ack ID -> message ID, of every delivery
 	acked     map[string]time.Time // message ID -> first ack sent
+	answers   AckAnswers
 	changed   chan struct{}
+}
+
+// AckAnswers counts, by ack ID, how the emulator answered the Acknowledge
+// calls: taken (the call succeeded), refused (named in the error's
+// ErrorInfo metadata, as exactly-once delivery names an expired or
+// superseded ack ID), or failed with the call.
+type AckAnswers struct {
+	Taken, Refused, Failed int
 }
 
 // StartDeliveryCounter serves a DeliveryCounter for emulatorEndpoint on a
@@ -168,10 +178,46 @@ func (d *DeliveryCounter) GetSubscription(ctx context.Context, req *pubsubpb.Get
 	return d.upstream.GetSubscription(ctx, req)
 }
 
-// Acknowledge records the acks and forwards the call to the emulator.
+// Acknowledge records the acks, forwards the call to the emulator and
+// records its answer.
 func (d *DeliveryCounter) Acknowledge(ctx context.Context, req *pubsubpb.AcknowledgeRequest) (*emptypb.Empty, error) {
 	d.noteAcks(req.GetAckIds())
-	return d.upstream.Acknowledge(ctx, req)
+	resp, err := d.upstream.Acknowledge(ctx, req)
+	refused := 0
+	if ae, ok := apierror.FromError(err); ok {
+		for _, id := range req.GetAckIds() {
+			if _, named := ae.Metadata()[id]; named {
+				refused++
+			}
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch n := len(req.GetAckIds()); {
+	case err == nil:
+		d.answers.Taken += n
+	case refused > 0:
+		d.answers.Refused += refused
+		d.answers.Taken += n - refused
+	default:
+		d.answers.Failed += n
+	}
+	close(d.changed)
+	d.changed = make(chan struct{})
+	return resp, err
+}
+
+// AwaitAnswers waits until the emulator answered acks of n ack IDs or
+// timeout passes, and returns its answers so far.
+func (d *DeliveryCounter) AwaitAnswers(n int, timeout time.Duration) AckAnswers {
+	awaitAtLeast(n, timeout, func() (int, <-chan struct{}) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.answers.Taken + d.answers.Refused + d.answers.Failed, d.changed
+	})
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.answers
 }
 
 // ModifyAckDeadline forwards the call to the emulator.

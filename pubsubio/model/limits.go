@@ -19,9 +19,24 @@ const (
 	MaxAttributeValueBytes = 1024
 	MaxOrderingKeyBytes    = 1024
 	// ReservedAttributePrefix starts attribute keys Pub/Sub reserves for
-	// itself.
+	// itself, in any case, but for the trace context keys.
 	ReservedAttributePrefix = "goog"
+	// TraceAttributePrefix starts the keys in which Pub/Sub's client
+	// libraries carry trace context: W3C's traceparent and tracestate
+	// headers, prefixed, the only reserved keys Pub/Sub takes from a
+	// publisher.
+	TraceAttributePrefix = "googclient_"
 )
+
+// traceContextKeys are the reserved keys Pub/Sub takes from a publisher:
+// those the client libraries' tracing publishes (the Go, Java and Python
+// clients', with W3C propagation). Other keys under the same prefix are
+// refused, as "googclient_x-cloud-trace-context" is, which a client
+// publishes when configured with Google's Cloud Trace propagator.
+var traceContextKeys = map[string]bool{
+	TraceAttributePrefix + "traceparent": true,
+	TraceAttributePrefix + "tracestate":  true,
+}
 
 // AttributeKeyProblem says why Pub/Sub would refuse k as an attribute
 // key ("is not valid UTF-8"), or returns "" if it accepts it.
@@ -31,8 +46,9 @@ func AttributeKeyProblem(k string) string {
 		return "is not valid UTF-8"
 	case len(k) > MaxAttributeKeyBytes:
 		return fmt.Sprintf("is %d bytes, over Pub/Sub's %d", len(k), MaxAttributeKeyBytes)
-	case strings.HasPrefix(k, ReservedAttributePrefix):
-		return fmt.Sprintf("starts with %q, which Pub/Sub reserves", ReservedAttributePrefix)
+	case len(k) >= len(ReservedAttributePrefix) && strings.EqualFold(k[:len(ReservedAttributePrefix)], ReservedAttributePrefix) && !traceContextKeys[k]:
+		return fmt.Sprintf("starts with %q, which Pub/Sub reserves (in any case; only the trace context keys %straceparent and %stracestate are taken)",
+			ReservedAttributePrefix, TraceAttributePrefix, TraceAttributePrefix)
 	}
 	return ""
 }

@@ -34,3 +34,24 @@ func TestMaxMessageSizeCountsTheTopicName(t *testing.T) {
 		t.Errorf("a topic name 199 bytes longer leaves %d bytes less room, want 200", d)
 	}
 }
+
+// Pub/Sub refuses attribute keys starting with "goog" in any case, but for
+// the trace context keys its client libraries publish.
+func TestAttributeKeyProblemReservedKeys(t *testing.T) {
+	for k, refused := range map[string]bool{
+		"googclient_traceparent":           false,
+		"googclient_tracestate":            false,
+		"googclient_x-cloud-trace-context": true,
+		"googclient_schemaname":            true,
+		"googclient_TraceParent":           true,
+		"goog":                             true,
+		"GOOGfoo":                          true,
+		"gooseberry":                       false,
+		"go":                               false,
+		"my_googclient_traceparent":        false,
+	} {
+		if got := AttributeKeyProblem(k) != ""; got != refused {
+			t.Errorf("AttributeKeyProblem(%q) = %q; want refused %v", k, AttributeKeyProblem(k), refused)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/tracing"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -36,7 +37,8 @@ func (cfg Config) stamped(m model.Message, eventTime time.Time) model.Message {
 // elementID is the ID of the element m at eventTime: the first 16 bytes,
 // in hex, of a SHA-256 over every field that makes it what it is, each
 // length-prefixed so that no two elements encode alike. Its Topic is left
-// out: the ID names the element, wherever it is sent.
+// out: the ID names the element, wherever it is sent; and so is the trace
+// context it carries, which a traced read gives each delivery anew.
 func elementID(m model.Message, eventTime time.Time) string {
 	h := sha256.New()
 	field := func(s string) {
@@ -49,8 +51,11 @@ func elementID(m model.Message, eventTime time.Time) string {
 	h.Write(m.Data)
 	field(m.OrderingKey)
 	writeInt(h, eventTime.UnixMilli())
-	writeInt(h, int64(len(m.Attributes)))
-	for _, k := range slices.Sorted(maps.Keys(m.Attributes)) {
+	keys := slices.DeleteFunc(slices.Sorted(maps.Keys(m.Attributes)), func(k string) bool {
+		return k == tracing.TraceParentAttribute || k == tracing.TraceStateAttribute
+	})
+	writeInt(h, int64(len(keys)))
+	for _, k := range keys {
 		field(k)
 		field(m.Attributes[k])
 	}

@@ -56,6 +56,12 @@ func TestElementIDIdentifiesTheElement(t *testing.T) {
 	if got := elementID(same, at); got != id {
 		t.Errorf("an equal element got %s, want %s", got, id)
 	}
+	redelivered := base
+	redelivered.Attributes = map[string]string{"a": "1", "b": "2",
+		"googclient_traceparent": "00-0102030405060708090a0b0c0d0e0f10-0102030405060708-01", "googclient_tracestate": "x=1"}
+	if got := elementID(redelivered, at); got != id {
+		t.Errorf("the element carrying a traced read's context got %s, want %s: each delivery has a receive span of its own", got, id)
+	}
 	variants := map[string]func(*model.Message, *time.Time){
 		"message ID":        func(m *model.Message, _ *time.Time) { m.ID = "18" },
 		"subscription":      func(m *model.Message, _ *time.Time) { m.Subscription.ID = "in2" },

@@ -88,7 +88,9 @@ type Config struct {
 	// twice (a retried bundle, an input redelivered after a crash) carries
 	// the same ID and a downstream Deduplicate keyed on it keeps one: a hash
 	// (32 hex digits) of the element's ID and subscription when it came
-	// from a read, its data, attributes, ordering key and event time.
+	// from a read, its data, attributes (but the trace context, which a
+	// traced read sets anew for each delivery), ordering key and event
+	// time.
 	// Elements equal in all of these share an ID, so only the first passes
 	// a deduplication: give distinct ones an attribute of their own. A
 	// transform that adds something per attempt (the time, a random value)
@@ -188,6 +190,17 @@ type Config struct {
 	// by default: the runner keeps every metric name a job reported, so with
 	// dynamic destinations the series grow with every topic written.
 	PerDestinationMetrics bool
+
+	// Tracing, when true, gives each message an OpenTelemetry publish
+	// span, a child of the trace context the message carries in its
+	// attributes (that of a traced Read's receive span, or one user code
+	// set with WithTraceContext), from its acceptance until Pub/Sub
+	// confirmed or refused it, and publishes the message carrying the
+	// span's context, so that a traced consumer continues the same trace.
+	// Spans go to the global TracerProvider, as the client's do. Default
+	// off: no span, no cost, and trace context a message carries is
+	// published as it is. README, Tracing.
+	Tracing bool
 
 	// Connection says where and as whom to connect. The zero value is
 	// application-default credentials against Pub/Sub.

@@ -27,6 +27,7 @@ import (
 // instead of bleeding the stream into a dropping policy.
 func (w *writer) complete(ctx context.Context, o *outbound) {
 	if o.epoch != w.epoch {
+		o.endTrace(errDiscarded)
 		return // from a bundle that failed; its elements are being retried
 	}
 	d := o.dest
@@ -34,11 +35,13 @@ func (w *writer) complete(ctx context.Context, o *outbound) {
 	w.inflightMsgs--
 	w.inflightBytes -= o.size
 	if o.err == nil {
+		o.endTrace(nil)
 		w.stats.sent(w.cfg.PerDestinationMetrics, d.topic, o)
 		w.rejections, w.lastRejection = 0, nil
 		return
 	}
 	err := o.err
+	o.traceFailure(err)
 	// The client pauses an ordering key after any failure on it and fails
 	// every later batch of the key with ErrPublishingPaused until
 	// ResumePublish. Such a message has no failure of its own: it is parked
@@ -54,6 +57,7 @@ func (w *writer) complete(ctx context.Context, o *outbound) {
 	case code == codes.NotFound && w.cfg.CreateDisposition == CreateNever:
 		w.countRoot(code, err)
 		if w.cfg.FailurePolicy == PolicyFail {
+			o.endTrace(err)
 			w.fail(fmt.Errorf("pubsubio.Write: topic %s does not exist and CreateDisposition is %s: create it, fix the destination, or use %s: %w",
 				d.topic, CreateNever, CreateIfNeeded, err))
 			return
@@ -77,6 +81,7 @@ func (w *writer) complete(ctx context.Context, o *outbound) {
 		w.park(d, o, err)
 	default:
 		w.countRoot(code, err)
+		o.endTrace(err)
 		w.fail(fmt.Errorf("pubsubio.Write: publishing to %s failed with %s after the client's retries: %s: %w",
 			d.topic, grpccode.Name(code), w.outageHint(code, d.topic), err))
 	}
@@ -86,6 +91,7 @@ func (w *writer) complete(ctx context.Context, o *outbound) {
 // itself. The client paused o's ordering key, if it has one: the next
 // repair or drain resumes it.
 func (w *writer) routeRejected(ctx context.Context, d *dest, o *outbound, err error) {
+	o.endTrace(err)
 	if o.msg.OrderingKey != "" {
 		d.paused[o.msg.OrderingKey] = true
 	}

@@ -10,10 +10,12 @@ import (
 
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/publishing"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/tracing"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -109,6 +111,8 @@ type outbound struct {
 
 	res result
 	err error // set by the completion goroutine before it queues o
+
+	span trace.Span // its publish span, under Config.Tracing (trace.go)
 }
 
 func newWriter(cfg Config, be backend) *writer {
@@ -138,9 +142,13 @@ func (w *writer) startBundle() {
 	}
 	w.epoch++
 	w.inflightMsgs, w.inflightBytes = 0, 0
+	for _, g := range w.groups {
+		endTraces(g.msgs)
+	}
 	clear(w.groups)
 	w.groupedMsgs, w.groupedBytes = 0, 0
 	for _, d := range w.dests {
+		endTraces(d.parked)
 		d.inflight = 0
 		d.parked = nil
 		d.notFound = false
@@ -183,16 +191,24 @@ func (w *writer) processOne(ctx context.Context, eventTime time.Time, m model.Me
 		return w.fail(fmt.Errorf("pubsubio.Write: a message to %s has ordering key %q but Publisher.EnableMessageOrdering is false; enable it or clear Message.OrderingKey",
 			topic, text.Truncate(m.OrderingKey, maxQuoted)))
 	}
+	var span trace.Span
+	if w.cfg.Tracing && (len(m.Data) > 0 || len(m.Attributes) > 0) {
+		// An empty message carries no trace to continue, and must stay
+		// empty for checkLimits to refuse it.
+		m, span = tracing.StartPublish(m, topic)
+	}
 	size := messageSize(m)
 	if err := checkLimits(topic, m, size); err != nil {
+		tracing.End(span, err)
 		w.route(ctx, routed{topic: topic, msg: m, eventTime: eventTime, stage: dlq.StageValidate}, err)
 		return w.failure
 	}
 	if err := w.admit(ctx, int64(size)); err != nil {
+		tracing.End(span, err)
 		return err
 	}
 	w.seq++
-	return w.dispatch(ctx, topic, &outbound{seq: w.seq, msg: m, eventTime: eventTime, size: int64(size)})
+	return w.dispatch(ctx, topic, &outbound{seq: w.seq, msg: m, eventTime: eventTime, size: int64(size), span: span})
 }
 
 // finishBundle publishes every group, returns once every message the

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
@@ -38,6 +39,10 @@ type delivery struct {
 	drained time.Time // handed to a bundle to emit: where ack latency starts
 	state   deliveryState
 	seq     int64 // the bundle that emitted it, once pending
+	// exactlyOnce: its subscription has exactly-once delivery, so its ack
+	// is answered (exactlyonce.go).
+	exactlyOnce bool
+	span        trace.Span // its receive span, under Config.Tracing (trace.go)
 }
 
 // outcome is how a delivery leaves its split.
@@ -69,6 +74,7 @@ type ledger struct {
 	pending    map[ackID]*delivery
 	held       map[string]*delivery // by message ID, buffered or pending
 	recentAcks []recentAck
+	answers    []ackAnswer // exactly-once acks whose answer is not counted yet (exactlyonce.go)
 
 	// What is withheld while the budget is full, in arrival order, and what
 	// was given back from it to come back, by message ID and counted per
@@ -138,12 +144,13 @@ func (l *ledger) end(d *delivery, how outcome, reason counter) {
 	}
 	switch how {
 	case ackIt:
-		d.handle.Ack()
+		l.sendAck(d)
 		l.stats.add(messagesAcked, 1)
 		return
 	case nackIt:
 		d.handle.Nack()
 	}
+	traceGivenBack(d, reason)
 	l.stats.add(reason, 1)
 	if returns(reason) {
 		l.givenBack.add(d.msg.ID, d.eventTime, l.now())
@@ -194,7 +201,9 @@ func (l *ledger) ack(ids []ackID, now time.Time) int {
 		if d := l.pending[id]; d != nil {
 			l.end(d, ackIt, 0)
 			ackLatencies.record(now.Sub(d.drained))
-			l.recentAcks = append(l.recentAcks, recentAck{id: id, at: now})
+			if !d.exactlyOnce { // its answer says whether it was sent
+				l.recentAcks = append(l.recentAcks, recentAck{id: id, at: now})
+			}
 			n++
 		}
 	}
@@ -304,7 +313,8 @@ func (r *splitReader) sendByRPC(conn puller, acks, nacks []string) {
 		}
 	}
 	if len(nacks) > 0 {
-		if err := conn.nack(ctx, nacks); err != nil {
+		// Refused ack IDs (exactly-once) are leases already gone: given back.
+		if err := conn.nack(ctx, nacks); err != nil && !refusedOnly(err) {
 			r.stats.add(nackRPCFailures, 1)
 			log.Warnf(ctx, "pubsubio.Read: giving back %d messages of %s failed; Pub/Sub redelivers them after their ack deadline: %v", len(nacks), r.split.Subscription, err)
 		}
@@ -320,13 +330,20 @@ func (r *splitReader) ackRemote(ctx context.Context, ids []ackID) {
 	if len(rpc) == 0 {
 		return
 	}
-	if err := r.withConn(ctx, func(conn puller) error { return conn.acknowledge(ctx, rpc) }); err != nil {
+	var exactlyOnce bool
+	err := r.withConn(ctx, func(conn puller) error {
+		err := conn.acknowledge(ctx, rpc)
+		exactlyOnce = exactlyOnceOf(ctx, conn)
+		return err
+	})
+	acked, err := r.remoteAcked(ctx, len(rpc), err, exactlyOnce)
+	if err != nil {
 		r.stats.add(ackRPCFailures, 1)
 		log.Warnf(ctx, "pubsubio.Read: acking %d messages of %s emitted by another worker failed; Pub/Sub redelivers them: %v", len(rpc), r.split.Subscription, err)
 		return
 	}
-	r.stats.add(acksRPC, len(rpc))
-	r.stats.add(messagesAcked, len(rpc))
+	r.stats.add(acksRPC, acked)
+	r.stats.add(messagesAcked, acked)
 }
 
 // withConn runs f on the split's connection, dialing one if the split has

@@ -40,14 +40,12 @@ var checks = []check{
 	},
 	{
 		setting: "exactly-once delivery is enabled",
-		rejects: func(_ Config, sub *pubsubpb.Subscription) bool {
-			return sub.GetEnableExactlyOnceDelivery()
+		rejects: func(cfg Config, sub *pubsubpb.Subscription) bool {
+			return sub.GetEnableExactlyOnceDelivery() && cfg.MaxDurationPerAckExtension > 0 && cfg.MaxDurationPerAckExtension < minExactlyOnceExtension
 		},
-		why: "its ack IDs expire with the ack deadline and are invalidated by redelivery, while this source holds them " +
-			"until the runner commits the bundle that emitted them, so acks would fail and messages be redelivered. " +
-			"Disable it (gcloud pubsub subscriptions update SUBSCRIPTION --no-enable-exactly-once-delivery) or read another subscription; " +
-			"the source is at-least-once either way",
-		createFix: "exactly-once delivery cannot be requested",
+		why: "the client extends its leases by at least 60 s, whatever MaxDurationPerAckExtension says, so the bound it sets would not hold: " +
+			"leave MaxDurationPerAckExtension unset or at least 60s, or read a subscription without exactly-once delivery",
+		createFix: "the client extends its leases by at least 60 s: leave MaxDurationPerAckExtension unset or at least 60s, or leave EnableExactlyOnceDelivery unset",
 	},
 	{
 		setting: "it has no dead-letter policy",

@@ -214,6 +214,16 @@ type Config struct {
 	// name (--job_name if empty).
 	Flink FlinkCheckpoints
 
+	// Tracing, when true, gives each message an OpenTelemetry receive span,
+	// a child of the trace context its publisher put in its attributes
+	// (the Pub/Sub client's tracing does), from its arrival until it is
+	// acked, with the time it waited for the runner's commit, or given
+	// back. The message carries the span's context on in its attributes,
+	// for TraceContext in user code and for a traced Write. Spans go to the
+	// global TracerProvider, as the client's do. Default off: no span, no
+	// cost. README, Tracing.
+	Tracing bool
+
 	// Connection says where and as whom to connect. The zero value is
 	// application-default credentials against Pub/Sub.
 	Connection connection.Settings

@@ -20,10 +20,6 @@ import (
 // Creation is not an update: a subscription that exists keeps its own
 // settings, and these are neither applied to it nor compared with it.
 // ALREADY_EXISTS (another job created it first) counts as success.
-//
-// Exactly-once delivery is deliberately absent: the prepare step rejects
-// subscriptions that have it (see checks.go), so offering it would only
-// create a subscription the read then refuses.
 type SubscriptionCreateOptions struct {
 	// Topic is the topic the subscription receives from; required. Settings
 	// are per subscription because of it: Pub/Sub delivers a full copy of a
@@ -37,6 +33,10 @@ type SubscriptionCreateOptions struct {
 	// EnableMessageOrdering makes Pub/Sub deliver a key's messages in
 	// publish order; required under OrderingPerKey. Fixed at creation.
 	EnableMessageOrdering bool
+	// EnableExactlyOnceDelivery makes Pub/Sub answer every ack and not
+	// redeliver a message once its ack was confirmed (README, Exactly-once
+	// delivery). Default off, Pub/Sub's.
+	EnableExactlyOnceDelivery bool
 	// MessageRetention is how long the subscription keeps messages after
 	// publication, 10 min to 31 days (default 7 days, Pub/Sub's). With
 	// RetainAckedMessages it is also how far back a seek can replay.
@@ -94,7 +94,7 @@ const (
 
 // IsZero reports whether no option is set: the subscription must exist.
 func (o SubscriptionCreateOptions) IsZero() bool {
-	return o.Topic.IsZero() && o.AckDeadline == 0 && !o.EnableMessageOrdering && o.MessageRetention == 0 &&
+	return o.Topic.IsZero() && o.AckDeadline == 0 && !o.EnableMessageOrdering && !o.EnableExactlyOnceDelivery && o.MessageRetention == 0 &&
 		!o.RetainAckedMessages && o.ExpirationTTL == 0 && !o.NeverExpire && o.DeadLetterTopic.IsZero() &&
 		o.MaxDeliveryAttempts == 0 && o.Filter == "" && len(o.Labels) == 0
 }
@@ -175,6 +175,7 @@ func (o SubscriptionCreateOptions) subscriptionProto(name model.Subscription) *p
 		Filter:                o.Filter,
 		Labels:                maps.Clone(o.Labels),
 	}
+	s.EnableExactlyOnceDelivery = o.EnableExactlyOnceDelivery
 	if o.MessageRetention > 0 {
 		s.MessageRetentionDuration = durationpb.New(o.MessageRetention)
 	}

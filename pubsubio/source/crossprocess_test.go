@@ -52,14 +52,25 @@ func crossProcessConfig(t *testing.T, endpoint string, sub model.Subscription) C
 	})
 }
 
-// runCrossProcessBundle runs one bundle of fn's split 0 on rest, returning what it
-// emitted and the residual it checkpointed.
+// runCrossProcessBundle runs one bundle of fn's split 0 on rest, returning the IDs
+// of what it emitted and the residual it checkpointed.
 func runCrossProcessBundle(t *testing.T, fn *readFn, rest Restriction) (ids []string, residual Restriction) {
+	t.Helper()
+	msgs, residual := runTestBundle(t, fn, rest)
+	for _, m := range msgs {
+		ids = append(ids, m.ID)
+	}
+	return ids, residual
+}
+
+// runTestBundle runs one bundle of fn's split 0 on rest, returning what it
+// emitted and the residual it checkpointed.
+func runTestBundle(t *testing.T, fn *readFn, rest Restriction) (msgs []model.Message, residual Restriction) {
 	t.Helper()
 	rt := sdf.NewLockRTracker(newTracker(rest, processID))
 	we := fn.CreateWatermarkEstimator(0)
 	split := Split{Index: 0, Subscription: fn.Cfg.Subscriptions[0]}
-	emit := func(_ beam.EventTime, m model.Message) { ids = append(ids, m.ID) }
+	emit := func(_ beam.EventTime, m model.Message) { msgs = append(msgs, m) }
 	dead := func(beam.EventTime, dlq.FailedMessage) { t.Error("a dead letter from plain messages") }
 	if _, err := fn.ProcessElement(context.Background(), we, rt, split, emit, dead); err != nil {
 		t.Fatalf("bundle %d: %v", rest.Seq, err)
@@ -68,7 +79,7 @@ func runCrossProcessBundle(t *testing.T, fn *readFn, rest Restriction) (ids []st
 	if err != nil || res == nil {
 		t.Fatalf("bundle %d: self-checkpoint gave %v, %v", rest.Seq, res, err)
 	}
-	return ids, res.(Restriction)
+	return msgs, res.(Restriction)
 }
 
 // A residual emitted in one worker process and resumed in another has its

@@ -40,6 +40,10 @@
 //     or given back: with the RPC after a failed bundle, when the
 //     subscriber stops, or when the split is released for LeaseIdle. The
 //     watermark waits for what was given back until it is seen again
-//     (givenback.go).
+//     (givenback.go). On a subscription with exactly-once delivery,
+//     Pub/Sub answers each ack, and the bundle that sent it counts the
+//     answer (exactlyonce.go).
+//   - Under Tracing, a delivery's receive span runs from its arrival to
+//     its ack or give-back (trace.go).
 //   - acklatency.go measures emission to ack; metrics.go reports to Beam.
 package source

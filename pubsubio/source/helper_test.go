@@ -173,6 +173,8 @@ func (f *fakePuller) nackedByRPC() []string {
 
 func (f *fakePuller) health() *streamHealth { return &f.stream }
 
+func (f *fakePuller) exactlyOnce() (enabled, known bool) { return false, true }
+
 func (f *fakePuller) close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

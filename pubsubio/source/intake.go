@@ -6,7 +6,9 @@ import (
 
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/tracing"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -34,11 +36,15 @@ func fromClient(m *pubsub.Message, sub model.Subscription, cfg *Config) *deliver
 
 // newDelivery is a received copy of msg, acked or nacked through h.
 func newDelivery(msg model.Message, h handle, id ackID, cfg *Config) *delivery {
+	var span trace.Span
+	if cfg.Tracing {
+		msg, span = tracing.StartReceive(msg)
+	}
 	size := int64(len(msg.Data) + len(msg.OrderingKey))
 	for k, v := range msg.Attributes {
 		size += int64(len(k) + len(v))
 	}
-	return &delivery{msg: msg, handle: h, ackID: id, size: size, decoded: decode(cfg, msg)}
+	return &delivery{msg: msg, handle: h, ackID: id, size: size, decoded: decode(cfg, msg), span: span}
 }
 
 // deliver buffers d, received by run. If the budget is full it waits up to
@@ -119,6 +125,7 @@ func (r *splitReader) overBudgetLocked(d *delivery) bool {
 // refuseLocked nacks d, which arrived for a subscriber that is stopping.
 func (r *splitReader) refuseLocked(d *delivery) bool {
 	d.handle.Nack()
+	traceGivenBack(d, nackedShutdown)
 	r.stats.add(nackedShutdown, 1)
 	r.ledger.givenBack.add(d.msg.ID, d.eventTime, r.now())
 	return false

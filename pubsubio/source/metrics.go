@@ -28,6 +28,8 @@ const (
 	acksResume        // acks sent by the next bundle of the split
 	acksCheckpoint    // acks sent once a completed Flink checkpoint covered them
 	acksRPC           // acks sent with the Acknowledge RPC (residual resumed elsewhere)
+	acksConfirmed     // exactly-once acks Pub/Sub confirmed (exactlyonce.go)
+	acksUnconfirmed   // exactly-once acks not answered within Connection.RPCTimeout
 	ackRPCFailures
 	nackRPCFailures
 	subscriberRestarts
@@ -59,6 +61,8 @@ var counterNames = [numCounters]string{
 	acksResume:         "acks_via_resume",
 	acksCheckpoint:     "acks_via_checkpoint",
 	acksRPC:            "acks_via_rpc",
+	acksConfirmed:      "acks_confirmed",
+	acksUnconfirmed:    "acks_unconfirmed",
 	ackRPCFailures:     "ack_rpc_failures",
 	nackRPCFailures:    "nack_rpc_failures",
 	subscriberRestarts: "subscriber_restarts",
@@ -85,7 +89,8 @@ var (
 // stats holds one read's process-wide counts.
 type stats struct {
 	counts      [numCounters]*metrics.Counter
-	pendingAcks atomic.Int64 // emitted, not yet acked or given back
+	failedAcks  metrics.Counters // exactly-once acks Pub/Sub refused, by code (failedAcksName)
+	pendingAcks atomic.Int64     // emitted, not yet acked or given back
 }
 
 func newStats() *stats {
@@ -106,6 +111,7 @@ func (s *stats) flush(ctx context.Context, b *budget) {
 	for _, c := range s.counts {
 		c.Report(ctx)
 	}
+	s.failedAcks.Report(ctx)
 	msgs, bytes := b.usage()
 	bufferedMessagesGauge.Set(ctx, int64(msgs))
 	bufferedBytesGauge.Set(ctx, bytes)

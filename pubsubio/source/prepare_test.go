@@ -77,8 +77,9 @@ func TestPrepareRejections(t *testing.T) {
 		{"PER_KEY on an unordered subscription", []*pubsubpb.Subscription{existingSub(sub, nil)},
 			func(c *Config) { c.Ordering = OrderingPerKey },
 			[]string{sub.String(), "message ordering is disabled", "PER_KEY", "fixed at creation", "Ordering NONE"}},
-		{"exactly-once delivery", []*pubsubpb.Subscription{existingSub(sub, func(s *pubsubpb.Subscription) { s.EnableExactlyOnceDelivery = true })},
-			nil, []string{sub.String(), "exactly-once delivery is enabled", "ack IDs expire", "--no-enable-exactly-once-delivery"}},
+		{"exactly-once delivery with short lease extensions", []*pubsubpb.Subscription{existingSub(sub, func(s *pubsubpb.Subscription) { s.EnableExactlyOnceDelivery = true })},
+			func(c *Config) { c.MaxDurationPerAckExtension = 30 * time.Second },
+			[]string{sub.String(), "exactly-once delivery is enabled", "at least 60 s", "MaxDurationPerAckExtension unset or at least 60s"}},
 		{"NACK without a dead-letter policy", []*pubsubpb.Subscription{existingSub(sub, nil)},
 			func(c *Config) { c.DecodePolicy = DecodeNack },
 			[]string{sub.String(), "no dead-letter policy", "redelivered forever", "--dead-letter-topic", "DecodePolicy DEAD_LETTER"}},
@@ -98,6 +99,19 @@ func TestPrepareRejections(t *testing.T) {
 	}
 }
 
+// A subscription with exactly-once delivery is read, unless
+// MaxDurationPerAckExtension asks for less than the client's 60 s.
+func TestPrepareAcceptsExactlyOnce(t *testing.T) {
+	sub := testSubs(1)[0]
+	for _, extension := range []time.Duration{0, time.Minute} {
+		adm := newFakeAdmin(existingSub(sub, func(s *pubsubpb.Subscription) { s.EnableExactlyOnceDelivery = true }))
+		counts, err := runPrepare(t, adm, prepareConfig(t, []model.Subscription{sub}, func(c *Config) { c.MaxDurationPerAckExtension = extension }))
+		if err != nil || counts.rejected != 0 {
+			t.Errorf("MaxDurationPerAckExtension %v: %v, %d rejected; want the subscription read", extension, err, counts.rejected)
+		}
+	}
+}
+
 // One rejection anywhere stops every creation and seek, including those of
 // subscriptions described before the rejected one; every problem is named
 // in the one error.
@@ -108,7 +122,7 @@ func TestPrepareNoActionWhenAnyRejectionIsComing(t *testing.T) {
 		existingSub(subs[2], func(s *pubsubpb.Subscription) { s.EnableExactlyOnceDelivery = true }),
 	)
 	adm.errs["get "+subs[3].String()] = status.Error(codes.Unavailable, "try again")
-	cfg := prepareConfig(t, subs, nil,
+	cfg := prepareConfig(t, subs, func(c *Config) { c.MaxDurationPerAckExtension = 30 * time.Second },
 		SubscriptionSetup{Subscription: subs[0], Create: SubscriptionCreateOptions{Topic: setupTopic}, Start: StartLatest()},
 		SubscriptionSetup{Subscription: subs[1], Start: StartFromTimestamp(prepareNow.Add(-time.Hour))},
 	)
@@ -193,6 +207,7 @@ func TestPrepareAlreadyExistsLeavesTheExistingOneAlone(t *testing.T) {
 	// nothing is sought.
 	adm = newFakeAdmin()
 	adm.racing[sub.String()] = existingSub(sub, func(s *pubsubpb.Subscription) { s.EnableExactlyOnceDelivery = true })
+	cfg.MaxDurationPerAckExtension = 30 * time.Second
 	counts, err = runPrepare(t, adm, cfg)
 	wantErrorContaining(t, err, sub.String(), "created by someone else", "exactly-once", "nothing was sought")
 	if adm.count("seek") != 0 || counts.rejected != 1 {

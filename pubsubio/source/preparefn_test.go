@@ -54,6 +54,7 @@ func TestPrepareFnEmitsSplitsOnlyAfterSeeking(t *testing.T) {
 
 	failing := newFakeAdmin(existingSub(subs[0], func(s *pubsubpb.Subscription) { s.EnableExactlyOnceDelivery = true }), existingSub(subs[1], nil))
 	useAdmin(t, failing)
+	fn.Cfg.MaxDurationPerAckExtension = 30 * time.Second
 	err := fn.ProcessElement(context.Background(), nil, func(s Split) { failing.event(fmt.Sprintf("emit %d", s.Index)) })
 	if err == nil || !strings.Contains(err.Error(), "exactly-once") {
 		t.Fatalf("ProcessElement = %v, want the rejection", err)

@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
@@ -30,6 +31,10 @@ type pulled struct {
 	timestampAttribute string // Config.TimestampAttribute, for event times
 	// health records the streams' failures and responses (health.go).
 	health streamHealth
+	// exactlyOnce is the subscription's exactly-once delivery setting as
+	// the streams' responses (and describes) last stated it: the client
+	// reads it from the same responses, before it hands their messages on.
+	exactlyOnce setting
 
 	mu   sync.Mutex
 	msgs map[string]pulledMessage // by message ID
@@ -74,6 +79,9 @@ func (s *recordingStream) RecvMsg(m any) error {
 		return err
 	}
 	if resp, ok := m.(*pubsubpb.StreamingPullResponse); ok {
+		if props := resp.GetSubscriptionProperties(); props != nil {
+			s.pulled.exactlyOnce.set(props.GetExactlyOnceDeliveryEnabled())
+		}
 		s.pulled.health.answered()
 		s.pulled.add(resp.GetReceivedMessages())
 	}
@@ -92,6 +100,22 @@ func (p *pulled) add(msgs []*pubsubpb.ReceivedMessage) {
 		}
 		p.msgs[msg.GetMessageId()] = pulledMessage{ackID: m.GetAckId(), eventTime: t}
 	}
+}
+
+// setting is a subscription's boolean setting as last seen, or unknown.
+type setting struct{ v atomic.Int32 } // 0 unknown, 1 off, 2 on
+
+func (s *setting) set(on bool) {
+	if on {
+		s.v.Store(2)
+	} else {
+		s.v.Store(1)
+	}
+}
+
+func (s *setting) get() (on, known bool) {
+	v := s.v.Load()
+	return v == 2, v != 0
 }
 
 // handedOver forgets a message the split took responsibility for.

@@ -33,12 +33,12 @@ type puller interface {
 	nack(ctx context.Context, ackIDs []string) error
 	// health is what the streaming pulls last reported (health.go).
 	health() *streamHealth
+	// exactlyOnce reports whether the subscription has exactly-once
+	// delivery, as its last describe or streaming-pull response said, and
+	// whether one was seen.
+	exactlyOnce() (enabled, known bool)
 	close() error
 }
-
-// maxAckIDsPerRequest keeps an Acknowledge request well under Pub/Sub's
-// 512 KB request limit (ack IDs are a few hundred bytes).
-const maxAckIDsPerRequest = 1000
 
 // clientPuller is a puller over the Pub/Sub client.
 type clientPuller struct {
@@ -88,7 +88,7 @@ func (s *clientPuller) receive(ctx context.Context, f func(*pubsub.Message) bool
 		}
 		nctx, cancel := context.WithTimeout(context.Background(), giveBackTimeout)
 		defer cancel()
-		if nerr := s.nack(nctx, ackIDs); nerr != nil {
+		if nerr := s.nack(nctx, ackIDs); nerr != nil && !refusedOnly(nerr) {
 			log.Warnf(nctx, "pubsubio.Read: giving back %d messages the stopped subscriber of %s had pulled but not delivered failed (they return when their lease lapses): %v", len(ackIDs), s.name, nerr)
 		}
 	}
@@ -97,15 +97,20 @@ func (s *clientPuller) receive(ctx context.Context, f func(*pubsub.Message) bool
 
 func (s *clientPuller) describe(ctx context.Context) error {
 	return s.conn.Call(ctx, "pubsubio.Read", "GetSubscription "+s.name, func(ctx context.Context) error {
-		_, err := s.client.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: s.name})
+		sub, err := s.client.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: s.name})
+		if err == nil {
+			s.pulled.exactlyOnce.set(sub.GetEnableExactlyOnceDelivery())
+		}
 		return err
 	})
 }
 
 // acknowledge and nack run each request under Connection.RPCTimeout
-// (connection.Settings.Call).
+// (connection.Settings.Call). On an exactly-once subscription Pub/Sub may
+// refuse some ack IDs and take the rest: they return an *ackIDsRefused
+// (sendByID).
 func (s *clientPuller) acknowledge(ctx context.Context, ackIDs []string) error {
-	return inChunks(ackIDs, func(ids []string) error {
+	return sendByID(ctx, ackIDs, func(ids []string) error {
 		return s.conn.Call(ctx, "pubsubio.Read", "Acknowledge "+s.name, func(ctx context.Context) error {
 			return s.client.SubscriptionAdminClient.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{
 				Subscription: s.name,
@@ -116,7 +121,7 @@ func (s *clientPuller) acknowledge(ctx context.Context, ackIDs []string) error {
 }
 
 func (s *clientPuller) nack(ctx context.Context, ackIDs []string) error {
-	return inChunks(ackIDs, func(ids []string) error {
+	return sendByID(ctx, ackIDs, func(ids []string) error {
 		return s.conn.Call(ctx, "pubsubio.Read", "ModifyAckDeadline "+s.name, func(ctx context.Context) error {
 			return s.client.SubscriptionAdminClient.ModifyAckDeadline(ctx, &pubsubpb.ModifyAckDeadlineRequest{
 				Subscription:       s.name,
@@ -127,18 +132,8 @@ func (s *clientPuller) nack(ctx context.Context, ackIDs []string) error {
 	})
 }
 
-// inChunks calls f on ackIDs in requests of at most maxAckIDsPerRequest.
-func inChunks(ackIDs []string, f func([]string) error) error {
-	for len(ackIDs) > 0 {
-		n := min(len(ackIDs), maxAckIDsPerRequest)
-		if err := f(ackIDs[:n]); err != nil {
-			return err
-		}
-		ackIDs = ackIDs[n:]
-	}
-	return nil
-}
-
 func (s *clientPuller) health() *streamHealth { return &s.pulled.health }
+
+func (s *clientPuller) exactlyOnce() (enabled, known bool) { return s.pulled.exactlyOnce.get() }
 
 func (s *clientPuller) close() error { return s.client.Close() }

@@ -128,6 +128,9 @@ func (fn *readFn) runBundle(ctx context.Context, we *watermarkEstimator, rt *sdf
 		limit = int(min(int64(limit), max(share-rest.Emitted, 0)))
 	}
 	batch, err := r.beginBundle(ctx, rest, limit)
+	// The answers to exactly-once acks (exactlyonce.go) arrive while the
+	// bundle emits.
+	defer r.confirmAcks(ctx)
 	if rest.Final && err == nil && r.awaitingCommit() {
 		// What the split emitted last waits for a checkpoint to cover it:
 		// the split ends once it is acked, not before.
@@ -137,6 +140,7 @@ func (fn *readFn) runBundle(ctx context.Context, we *watermarkEstimator, rt *sdf
 		return sdf.ResumeProcessingIn(fn.Cfg.PollDelay), nil
 	}
 	if rest.Final {
+		r.confirmAcks(ctx) // before the release stops the client sending them
 		readers.releaseSplit(key, nackedRelease)
 		we.finish()
 		rt.TryClaim(finishClaim{})

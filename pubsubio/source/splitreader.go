@@ -153,7 +153,9 @@ func (r *splitReader) startLocked(ctx context.Context) error {
 
 func (r *splitReader) receive(ctx context.Context, run *receiveRun, conn puller) {
 	err := conn.receive(ctx, func(m *pubsub.Message) bool {
-		return r.deliver(run, fromClient(m, r.split.Subscription, &r.cfg))
+		d := fromClient(m, r.split.Subscription, &r.cfg)
+		d.exactlyOnce, _ = conn.exactlyOnce()
+		return r.deliver(run, d)
 	})
 	close(run.done)
 	r.mu.Lock()

@@ -84,11 +84,20 @@ func (e *env) drop(ctx context.Context, ps []pair) {
 
 // backlog publishes n messages of size bytes to each pair's topic.
 func (e *env) backlog(ctx context.Context, ps []pair, n, size int) error {
+	return e.backlogWith(ctx, ps, n, size, nil)
+}
+
+// backlogWith is backlog with attrs(i) (unless attrs is nil) on message i.
+func (e *env) backlogWith(ctx context.Context, ps []pair, n, size int, attrs func(i int) map[string]string) error {
 	for _, p := range ps {
 		pub := e.client.Publisher(p.topic.String())
 		results := make([]*pubsub.PublishResult, n)
 		for i := range results {
-			results[i] = pub.Publish(ctx, &pubsub.Message{Data: emulator.Payload(i, size)})
+			m := &pubsub.Message{Data: emulator.Payload(i, size)}
+			if attrs != nil {
+				m.Attributes = attrs(i)
+			}
+			results[i] = pub.Publish(ctx, m)
 		}
 		for _, r := range results {
 			if _, err := r.Get(ctx); err != nil {

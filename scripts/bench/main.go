@@ -9,6 +9,7 @@
 //	go run ./scripts/bench --cases=typed             # Decode and Encode; no emulator
 //	go run ./scripts/bench --cases=saturation        # where the server is not the bottleneck
 //	go run ./scripts/bench --cases=windows           # window end to result, steady and behind a backlog
+//	go run ./scripts/bench --cases=tracing           # per-message cost of ReadConfig/WriteConfig.Tracing, off and on
 //
 // It exits 2 when a ratio falls below its target, naming it.
 package main
@@ -29,7 +30,7 @@ import (
 
 var (
 	endpoint = flag.String("emulator", "", "host:port of a running Pub/Sub emulator (default: start one)")
-	cases    = flag.String("cases", "read,write,latency,scaling,memory,stages,typed,dedup", "what to measure (comma separated)")
+	cases    = flag.String("cases", "read,write,latency,scaling,memory,stages,typed,dedup,tracing", "what to measure (comma separated)")
 	runs     = flag.Int("runs", 3, "runs of each contender per throughput case")
 	only     = flag.String("only", "", "run only the read and write cases whose name contains this text, e.g. \"16384 B, 3 sub\"")
 	entrants = flag.String("contenders", "", "run only these contenders of the read and write cases (comma separated: source, sink, raw, prototype, source-10-streams, raw-10-streams), e.g. to profile one; targets are checked only where both sides ran")
@@ -67,6 +68,8 @@ var (
 
 	dedupMessages = flag.Int("dedup_messages", 50000, "messages per run of the dedup case")
 	dedupSize     = flag.Int("dedup_size", 64, "payload bytes in the dedup case: small, so the keys' state stands out from the payloads in the heap")
+
+	tracingMessages = flag.Int("tracing_messages", 20000, "messages per run of the tracing case (1 KiB)")
 
 	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	memProfile = flag.String("memprofile", "", "write an allocation profile of the whole run to this file")
@@ -207,6 +210,12 @@ func run(ctx context.Context) int {
 				return fail(err)
 			}
 			report.WriteString(r.String())
+		case "tracing":
+			r, err := measureTracing(ctx, env, *tracingMessages, 1024)
+			if err != nil {
+				return fail(err)
+			}
+			report.WriteString(r.String())
 		case "memory":
 			rs, err := measureMemory(ctx, env, 1024, *memoryHold)
 			if err != nil {
@@ -217,7 +226,7 @@ func run(ctx context.Context) int {
 				fmt.Fprintln(&report, r)
 			}
 		default:
-			if err := fmt.Errorf("unknown case %q in --cases; use read, write, latency, windows, scaling, memory, stages, typed, dedup, saturation", what); err != nil {
+			if err := fmt.Errorf("unknown case %q in --cases; use read, write, latency, windows, scaling, memory, stages, typed, dedup, tracing, saturation", what); err != nil {
 				return fail(err)
 			}
 		}
