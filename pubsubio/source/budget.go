@@ -55,6 +55,26 @@ func budgetWaitFor(cfg Config) time.Duration {
 // what is withheld.
 func (cfg Config) flowControlled() bool { return cfg.MaxOutstandingMessages > 0 }
 
+// flowControlFromBudget sets MaxOutstandingMessages and
+// MaxOutstandingBytes, where zero, to each stream's share of the buffer
+// budget, at most the client's defaults: splits x ParallelPullCount
+// streams, as if one worker ran every split (Prism does), are then never
+// sent more than the budget holds. Flow control counts what a bundle
+// emitted until it is acked as well, so it binds before the budget does.
+func (cfg *Config) flowControlFromBudget() {
+	splits := len(cfg.Subscriptions)
+	if cfg.Ordering != OrderingPerKey {
+		splits = max(splits, cfg.Splits)
+	}
+	streams := max(1, splits*max(1, cfg.ParallelPullCount))
+	if cfg.MaxOutstandingMessages == 0 {
+		cfg.MaxOutstandingMessages = min(DefaultMaxOutstandingMessages, max(1, cfg.BufferMaxMessages/streams))
+	}
+	if cfg.MaxOutstandingBytes == 0 {
+		cfg.MaxOutstandingBytes = int(min(DefaultMaxOutstandingBytes, max(1, cfg.BufferMaxBytes/int64(streams))))
+	}
+}
+
 func newBudget(maxMessages int, maxBytes int64) *budget {
 	return &budget{maxMessages: maxMessages, maxBytes: maxBytes}
 }

@@ -11,9 +11,11 @@ import (
 // A byte budget that holds two of the messages (1 MiB against 400 KiB)
 // reads them all: what is buffered is never given back at the budget, so
 // every bundle emits what the one before left buffered. The run is bounded;
-// a read that stops progressing fails with what was acked.
+// a read that stops progressing fails with what was acked. Flow control
+// is set above the budget (the client's defaults), or off: left unset, it
+// would be the budget's share and the budget would never bind.
 func TestSmallByteBudgetReadsEverythingOnPrism(t *testing.T) {
-	for name, maxOutstanding := range map[string]int{"with flow control": 0, "without flow control": -1} {
+	for name, maxOutstanding := range map[string]int{"with flow control": DefaultMaxOutstandingBytes, "without flow control": -1} {
 		t.Run(name, func(t *testing.T) {
 			const n, size = 20, 400 << 10
 			f := newFakeServer(t)
@@ -24,7 +26,7 @@ func TestSmallByteBudgetReadsEverythingOnPrism(t *testing.T) {
 			Read(s, Config{
 				Subscriptions:          subs,
 				BufferMaxBytes:         1 << 20,
-				MaxOutstandingMessages: maxOutstanding,
+				MaxOutstandingMessages: min(maxOutstanding, DefaultMaxOutstandingMessages),
 				MaxOutstandingBytes:    maxOutstanding,
 				IdleTimeout:            3 * time.Second,
 				Connection:             f.conn,

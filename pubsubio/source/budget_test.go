@@ -400,3 +400,28 @@ func TestBudgetAdmitsOversizedMessageWhenNothingIsBuffered(t *testing.T) {
 	}
 	over.check(t, "oversized message with something buffered", 0, 0)
 }
+
+// Flow control left unset is each stream's share of the buffer budget, at
+// most the client's defaults, so that a worker running every split is never
+// sent more than its budget holds; a value that is set is kept.
+func TestFlowControlFromBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		edit          func(*Config)
+		messages, max int
+	}{
+		{"defaults: the client's", nil, 1000, 64 << 20},
+		{"small budget", func(c *Config) { c.BufferMaxMessages, c.BufferMaxBytes = 10, 1<<20 }, 10, 1 << 20},
+		{"twelve streams share it", func(c *Config) { c.Subscriptions, c.Splits, c.ParallelPullCount = testSubs(3), 6, 2 }, 833, 64 << 20 / 12},
+		{"per key: one split per subscription", func(c *Config) { c.Subscriptions, c.Ordering, c.BufferMaxMessages = testSubs(4), OrderingPerKey, 100 }, 25, 64 << 20 / 4},
+		{"a budget under one message per stream", func(c *Config) { c.Splits, c.BufferMaxMessages, c.BufferMaxBytes = 8, 3, 4 }, 1, 1},
+		{"set values kept", func(c *Config) { c.BufferMaxMessages, c.MaxOutstandingMessages, c.MaxOutstandingBytes = 10, 500, -1 }, 500, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, tc.edit)
+			if cfg.MaxOutstandingMessages != tc.messages || cfg.MaxOutstandingBytes != tc.max {
+				t.Errorf("MaxOutstandingMessages %d and MaxOutstandingBytes %d, want %d and %d", cfg.MaxOutstandingMessages, cfg.MaxOutstandingBytes, tc.messages, tc.max)
+			}
+		})
+	}
+}

@@ -16,8 +16,8 @@ import (
 // read behaves like the client users already know; the reasons for the
 // rest are on the fields of Config.
 const (
-	DefaultMaxOutstandingMessages = 1000                   // pubsub.DefaultReceiveSettings
-	DefaultMaxOutstandingBytes    = 1e9                    // pubsub.DefaultReceiveSettings
+	DefaultMaxOutstandingMessages = 1000                   // pubsub.DefaultReceiveSettings; see Config.MaxOutstandingMessages
+	DefaultMaxOutstandingBytes    = 1e9                    // pubsub.DefaultReceiveSettings; see Config.MaxOutstandingBytes
 	DefaultMaxExtension           = 60 * time.Minute       // pubsub.DefaultReceiveSettings
 	DefaultParallelPullCount      = 1                      // pubsub.DefaultReceiveSettings.NumGoroutines
 	DefaultShutdownTimeout        = 10 * time.Second       // see Config.ShutdownTimeout
@@ -77,11 +77,15 @@ type Config struct {
 	// MaxOutstandingMessages and MaxOutstandingBytes are each stream's flow
 	// control: Pub/Sub stops sending on a stream while that much of it is
 	// unacked, and a message is acked only after its bundle commits. If
-	// zero, DefaultMaxOutstandingMessages (1,000) and
-	// DefaultMaxOutstandingBytes (1e9), the client's, are used; -1 means no
-	// limit. Summed over a worker's splits and streams, keep it under the
-	// buffer budget (Read warns at construction when it may not be);
-	// README, Tuning.
+	// zero, each stream gets its share of the buffer budget (BufferMaxMessages
+	// and BufferMaxBytes over splits x ParallelPullCount), at most
+	// DefaultMaxOutstandingMessages (1,000) and DefaultMaxOutstandingBytes
+	// (1e9), the client's: a worker running every split is then never sent
+	// more than its budget holds, which it would give back for redelivery,
+	// spending a delivery attempt each. -1 means no limit. Summed over a
+	// worker's splits and streams, keep a value of your own under the
+	// budget (Read warns at construction when it may not be); README,
+	// Tuning.
 	MaxOutstandingMessages int
 	MaxOutstandingBytes    int
 
@@ -227,8 +231,6 @@ func (cfg Config) withDefaults() (Config, error) {
 	construct.Default(&cfg.Format, model.FormatBytes)
 	construct.Default(&cfg.DecodePolicy, DecodeFail)
 	construct.Default(&cfg.Splits, 1)
-	construct.Default(&cfg.MaxOutstandingMessages, DefaultMaxOutstandingMessages)
-	construct.Default(&cfg.MaxOutstandingBytes, DefaultMaxOutstandingBytes)
 	construct.Default(&cfg.MaxExtension, DefaultMaxExtension)
 	construct.Default(&cfg.ParallelPullCount, DefaultParallelPullCount)
 	construct.Default(&cfg.ShutdownTimeout, DefaultShutdownTimeout)
@@ -244,6 +246,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	construct.Default(&cfg.LatePolicy, LateEmit)
 	cfg, topicErrs := cfg.withTopics()
 	cfg.setupWithDefaults()
+	cfg.flowControlFromBudget()
 	return cfg, cfg.validate(topicErrs)
 }
 
