@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +29,7 @@ import (
 
 func init() {
 	register.DoFn2x0[model.Message, func(model.Message)](&slowStage{})
+	register.DoFn2x0[model.Message, func(model.Message)](&stallingStage{})
 }
 
 // attemptsLimit is the dead-letter policy's MaxDeliveryAttempts: Pub/Sub's
@@ -39,6 +42,26 @@ type slowStage struct{ Delay time.Duration }
 
 func (f *slowStage) ProcessElement(m model.Message, emit func(model.Message)) {
 	time.Sleep(f.Delay)
+	emit(m)
+}
+
+// stalls counts, per stallingStage.Name, the messages the stage saw.
+var stalls sync.Map // string -> *atomic.Int64
+
+// stallingStage passes messages on and stalls for Stall at every Every-th
+// message it sees in the process: a downstream stage that now and then
+// takes longer than the read's LeaseIdle (a slow write, a long GC pause).
+type stallingStage struct {
+	Name  string
+	Every int64
+	Stall time.Duration
+}
+
+func (f *stallingStage) ProcessElement(m model.Message, emit func(model.Message)) {
+	c, _ := stalls.LoadOrStore(f.Name, new(atomic.Int64))
+	if c.(*atomic.Int64).Add(1)%f.Every == 0 {
+		time.Sleep(f.Stall)
+	}
 	emit(m)
 }
 
@@ -150,6 +173,24 @@ func TestBudgetSpendsNoDeliveryAttemptsOnPrism(t *testing.T) {
 	}
 	spent := at.spent()
 	t.Logf("ATTEMPTS budget: %v; %s", spent, nackCounts(res))
+	if spent.deliveries != spent.messages || spent.acked != spent.messages {
+		t.Errorf("%v; want every message acked, each delivered once", spent)
+	}
+}
+
+// A downstream stage that stalls for 1.5 s at every 50th message, longer
+// than LeaseIdle: every message is read, and delivered once.
+func TestStallsSpendNoDeliveryAttemptsOnPrism(t *testing.T) {
+	at := newAttemptsTopic(t, "attempts-stall", 200)
+	p, s := beam.NewPipelineWithRoot()
+	msgs := Read(s, Config{Subscriptions: []model.Subscription{at.sub}, LeaseIdle: time.Second, IdleTimeout: 5 * time.Second, Connection: at.f.conn})
+	beam.ParDo(s, &stallingStage{Name: t.Name(), Every: 50, Stall: 1500 * time.Millisecond}, msgs)
+	res, err := runAttempts(t, p)
+	if err != nil {
+		t.Fatalf("pipeline failed: %v", err)
+	}
+	spent := at.spent()
+	t.Logf("ATTEMPTS stall: %v; %s", spent, nackCounts(res))
 	if spent.deliveries != spent.messages || spent.acked != spent.messages {
 		t.Errorf("%v; want every message acked, each delivered once", spent)
 	}

@@ -42,6 +42,7 @@ func (r *splitReader) beginBundle(ctx context.Context, rest Restriction, limit i
 	if err := r.startLocked(ctx); err != nil {
 		return nil, err
 	}
+	r.inBundle = true
 	return r.ledger.drain(limit, rest.Seq, now), nil
 }
 
@@ -77,6 +78,7 @@ type splitState struct {
 func (r *splitReader) endBundle(nacks []*delivery, policy watermarkPolicy) splitState {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.bundleEndedLocked()
 	for _, d := range nacks {
 		// At once, through its subscriber, so that Pub/Sub counts the
 		// delivery attempt and redelivers it (or forwards it to the
@@ -139,9 +141,17 @@ func (r *splitReader) throttledLocked() bool {
 // their leases.
 func (r *splitReader) abandonBundle(seq int64) {
 	r.mu.Lock()
+	r.bundleEndedLocked()
 	nacks, conn := r.ledger.giveBackFrom(seq), r.conn
 	r.mu.Unlock()
 	r.sendByRPC(conn, nil, nacks)
+}
+
+// bundleEndedLocked marks the end of the split's bundle: LeaseIdle counts
+// from now.
+func (r *splitReader) bundleEndedLocked() {
+	r.inBundle = false
+	r.lastPolled = r.now()
 }
 
 // later returns the later of a and b.

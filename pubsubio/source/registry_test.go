@@ -138,6 +138,44 @@ func TestRegistryDoesNotReleaseBeforeLeaseIdle(t *testing.T) {
 	}
 }
 
+// A split whose bundle runs longer than LeaseIdle (a stage fused after the
+// read stalls in it) is in use, not idle: nothing it holds is given back,
+// since the bundle needs it when it ends. LeaseIdle counts from the end.
+func TestRegistryDoesNotReleaseASplitWhileItsBundleRuns(t *testing.T) {
+	h := newRegistryHarness(t)
+	cfg := registryConfig(t, nil)
+	key := splitKey{read: "read-1", index: 0}
+	r, _ := h.g.reader(key, planSplits(cfg.Subscriptions, cfg.Ordering, 1)[0], cfg)
+	t.Cleanup(func() { r.release(nackedRelease) })
+	run := pollRun(t, r)
+	ctx := h.conn(0).nextReceive(t)
+	held := deliverN(r, run, "m", 2)
+	batch, err := r.beginBundle(context.Background(), Restriction{Owner: processID}, 1)
+	if err != nil || len(batch) != 1 {
+		t.Fatalf("beginBundle: %d deliveries, %v; want 1", len(batch), err)
+	}
+
+	h.clock.advance(3 * cfg.LeaseIdle)
+	h.g.releaseIdle()
+	for i, fh := range held {
+		fh.check(t, fmt.Sprintf("m%d while the bundle runs", i), 0, 0)
+	}
+	if isDone(ctx) {
+		t.Error("the split was released while its bundle ran")
+	}
+
+	r.endBundle(nil, cfg.watermarkPolicy())
+	h.clock.advance(cfg.LeaseIdle)
+	h.g.releaseIdle()
+	held[1].check(t, "m1 LeaseIdle after the bundle ended", 0, 0)
+	h.clock.advance(time.Millisecond)
+	h.g.releaseIdle()
+	for i, fh := range held {
+		fh.check(t, fmt.Sprintf("m%d once idle after the bundle", i), 0, 1)
+	}
+	awaitDone(t, "the split idle after its bundle", ctx)
+}
+
 // The buffer budget is per read per process: two splits of one read share
 // it, a split of another read does not.
 func TestBudgetSharedBySplitsOfOneRead(t *testing.T) {
