@@ -38,6 +38,7 @@ type delivery struct {
 	drained time.Time // handed to a bundle to emit: where ack latency starts
 	state   deliveryState
 	seq     int64 // the bundle that emitted it, once pending
+	n       int64 // its place in the split's arrival order, once buffered
 }
 
 // outcome is how a delivery leaves its split.
@@ -66,6 +67,7 @@ type ledger struct {
 
 	buffer     []*delivery // FIFO; entries no longer buffered are skipped when drained
 	buffered   int
+	arrivals   int64 // deliveries buffered so far: the next one's n
 	pending    map[ackID]*delivery
 	held       map[string]*delivery // by message ID, buffered or pending
 	recentAcks []recentAck
@@ -111,6 +113,8 @@ func (l *ledger) supersede(id string) {
 // hold buffers d, whose room in the budget is reserved.
 func (l *ledger) hold(d *delivery) {
 	l.givenBack.seen(d.msg.ID)
+	l.arrivals++
+	d.n = l.arrivals
 	l.buffer = append(l.buffer, d)
 	l.buffered++
 	l.held[d.msg.ID] = d
@@ -219,20 +223,6 @@ func (l *ledger) takeRecentAcks(now time.Time) []string {
 		ids[i] = a.id
 	}
 	l.recentAcks = nil
-	return remoteAckIDs(ids)
-}
-
-// giveBackFrom nacks what bundles seq and later emitted and did not ack:
-// the runner discarded their output (a failed or retried bundle). It
-// returns their ack IDs for the RPC.
-func (l *ledger) giveBackFrom(seq int64) []string {
-	var ids []ackID
-	for _, d := range l.pending {
-		if d.seq >= seq {
-			l.end(d, nackIt, nackedUncommitted)
-			ids = append(ids, d.ackID)
-		}
-	}
 	return remoteAckIDs(ids)
 }
 

@@ -24,6 +24,7 @@ const (
 	nackedSuperseded  // a stale handle replaced by a redelivery of the same message
 	nackedUncommitted // emitted by a bundle that failed or was retried
 	nackedDecode      // failed to decode under DecodeNack
+	messagesRequeued  // emitted by a bundle that failed or was retried, kept for the retry
 	acksFinalization  // acks sent from a bundle-finalization callback
 	acksResume        // acks sent by the next bundle of the split
 	acksRPC           // acks sent with the Acknowledge RPC (residual resumed elsewhere)
@@ -53,6 +54,7 @@ var counterNames = [numCounters]string{
 	nackedSuperseded:   "messages_nacked_superseded",
 	nackedUncommitted:  "messages_nacked_uncommitted",
 	nackedDecode:       "messages_nacked_decode",
+	messagesRequeued:   "messages_requeued",
 	acksFinalization:   "acks_via_finalization",
 	acksResume:         "acks_via_resume",
 	acksRPC:            "acks_via_rpc",
