@@ -67,7 +67,8 @@ type ledger struct {
 
 	buffer     []*delivery // FIFO; entries no longer buffered are skipped when drained
 	buffered   int
-	arrivals   int64 // deliveries buffered so far: the next one's n
+	arrivals   int64       // deliveries buffered so far: the next one's n
+	leased     []*delivery // buffered, withheld or pending, in arrival order (holds.go)
 	pending    map[ackID]*delivery
 	held       map[string]*delivery // by message ID, buffered or pending
 	recentAcks []recentAck
@@ -115,6 +116,7 @@ func (l *ledger) hold(d *delivery) {
 	l.givenBack.seen(d.msg.ID)
 	l.arrivals++
 	d.n = l.arrivals
+	l.lease(d)
 	l.buffer = append(l.buffer, d)
 	l.buffered++
 	l.held[d.msg.ID] = d

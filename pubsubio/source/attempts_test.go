@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -12,9 +13,11 @@ import (
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	beammetrics "github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
@@ -325,5 +328,120 @@ func TestFailedJobsSpendAttemptsOnPrism(t *testing.T) {
 	t.Logf("ATTEMPTS failed jobs (%d failed runs): healthy %v; poison delivered %d times; last run %s", failed, spent, at.f.srv.Message(at.ids[7]).Deliveries, nackCounts(res))
 	if spent.acked+spent.deadLettered != spent.messages {
 		t.Errorf("healthy %v; want each read or dead-lettered", spent)
+	}
+}
+
+// The prepare step warns about a subscription whose dead-letter policy
+// leaves the read little room: any policy when the streams may be sent
+// more than the budget holds, fewer than safeDeliveryAttempts on a runner
+// that does not retry a failed bundle in place; never without a policy,
+// and not on Dataflow within the budget.
+func TestPrepareWarnsAboutATightDeadLetterPolicy(t *testing.T) {
+	sub := testSubs(1)[0]
+	policy := func(n int32) func(*pubsubpb.Subscription) {
+		return func(s *pubsubpb.Subscription) {
+			s.DeadLetterPolicy = &pubsubpb.DeadLetterPolicy{DeadLetterTopic: "projects/p/topics/dead", MaxDeliveryAttempts: n}
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		risks attemptRisks
+		desc  func(*pubsubpb.Subscription)
+		want  []string // nil: no warning
+	}{
+		{"no dead-letter policy", attemptRisks{OverBudget: true, Restarts: "prism"}, nil, nil},
+		{"dataflow within the budget", attemptRisks{}, policy(5), nil},
+		{"prism, 10 attempts", attemptRisks{Restarts: "prism"}, policy(10), nil},
+		{"prism, 5 attempts", attemptRisks{Restarts: "prism"}, policy(5), []string{"after 5 delivery attempts", `runner "prism"`, "at least 10", "--max-delivery-attempts=10"}},
+		{"flink, Pub/Sub's default", attemptRisks{Restarts: "flink"}, policy(0), []string{"after 5 delivery attempts", `runner "flink"`}},
+		{"over the budget, 100 attempts", attemptRisks{OverBudget: true}, policy(100), []string{"after 100 delivery attempts", "more than the buffer budget holds", "leave MaxOutstandingMessages and MaxOutstandingBytes unset"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := prepareConfig(t, []model.Subscription{sub}, nil)
+			cfg.risks = tc.risks
+			counts, err := runPrepare(t, newFakeAdmin(existingSub(sub, tc.desc)), cfg)
+			if err != nil {
+				t.Fatalf("prepare: %v", err)
+			}
+			w := tc.risks.warning(sub.String(), existingSub(sub, tc.desc))
+			if tc.want == nil {
+				if w != "" || counts.warned != 0 {
+					t.Errorf("warning %q (%d counted), want none", w, counts.warned)
+				}
+				return
+			}
+			if counts.warned != 1 {
+				t.Errorf("%d warnings counted, want 1", counts.warned)
+			}
+			for _, want := range append(tc.want, sub.String(), "projects/p/topics/dead") {
+				if !strings.Contains(w, want) {
+					t.Errorf("warning does not contain %q: %s", want, w)
+				}
+			}
+		})
+	}
+}
+
+// What construction knows of the risks: flow control above the budget or
+// none at all, and the runner unless it is Dataflow.
+func TestAttemptRisksAtConstruction(t *testing.T) {
+	runner := flag.Lookup("runner")
+	prev := runner.Value.String()
+	t.Cleanup(func() { _ = flag.Set("runner", prev) })
+	for _, tc := range []struct {
+		runner string
+		edit   func(*Config)
+		want   attemptRisks
+	}{
+		{"dataflow", nil, attemptRisks{}},
+		{"", nil, attemptRisks{Restarts: "prism"}},
+		{"flink", func(c *Config) { c.BufferMaxMessages, c.MaxOutstandingMessages = 10, 1000 }, attemptRisks{OverBudget: true, Restarts: "flink"}},
+		{"dataflow", func(c *Config) { c.MaxOutstandingMessages = -1 }, attemptRisks{OverBudget: true}},
+	} {
+		if err := flag.Set("runner", tc.runner); err != nil {
+			t.Fatal(err)
+		}
+		if got := testConfig(t, tc.edit).attemptRisks(); got != tc.want {
+			t.Errorf("runner %q: %+v, want %+v", tc.runner, got, tc.want)
+		}
+	}
+}
+
+// Every delivery Pub/Sub numbers goes into delivery_attempts; one is
+// counted in messages_redelivered when Pub/Sub says it is not the first,
+// when the split still holds the message, or when the read gave it back
+// and has not seen it since.
+func TestRedeliveriesCounted(t *testing.T) {
+	h := newReaderHarness(t, testConfig(t, nil))
+	run := h.poll()
+	attempt := func(n int) *int { return &n }
+	first := msg("first", "x")
+	first.DeliveryAttempt = attempt(1)
+	deliverTo(h.r, run, first, &fakeHandle{}, "ack-first-1")
+	deliverTo(h.r, run, msg("plain", "x"), &fakeHandle{}, "ack-plain-1")
+	h.checkCount("messages_redelivered", messagesRedelivered, 0)
+
+	again := msg("again", "x")
+	again.DeliveryAttempt = attempt(3)
+	deliverTo(h.r, run, again, &fakeHandle{}, "ack-again-3")             // Pub/Sub says so
+	deliverTo(h.r, run, msg("plain", "x"), &fakeHandle{}, "ack-plain-2") // still held: its lease lapsed
+	batch := drain(h.r, 10, 0)
+	h.r.abandonBundle(0, batch[0]) // "first" goes back
+	deliverTo(h.r, run, msg("first", "x"), &fakeHandle{}, "ack-first-2")
+	h.checkCount("messages_redelivered", messagesRedelivered, 3)
+
+	ctx := bundleContext()
+	h.stats.flush(ctx, h.budget)
+	var got []int64
+	err := beammetrics.Extractor{DistributionInt64: func(l beammetrics.Labels, count, sum, min, max int64) {
+		if l.Name() == "delivery_attempts" {
+			got = append(got, count, sum, min, max)
+		}
+	}}.ExtractFrom(beammetrics.GetStore(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int64{2, 4, 1, 3}; !cmp.Equal(got, want) {
+		t.Errorf("delivery_attempts count, sum, min, max %v, want %v", got, want)
 	}
 }

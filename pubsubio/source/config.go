@@ -2,6 +2,7 @@ package source
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -215,12 +216,16 @@ type Config struct {
 	// moved them into Subscriptions, and the label that marks those this
 	// read created: what a bounded read deletes when done.
 	owned ownedSubscriptions
+
+	// risks are how the read may spend delivery attempts on messages that
+	// did not fail, for the prepare step's warnings (attempts.go).
+	risks attemptRisks
 }
 
 // warnings explains settings that are valid but probably not meant; read
 // logs them at construction. now is the construction time.
 func (cfg Config) warnings(now time.Time) []string {
-	return append(cfg.setupWarnings(now), cfg.budgetWarnings()...)
+	return slices.Concat(cfg.setupWarnings(now), cfg.budgetWarnings(), cfg.holdWarnings())
 }
 
 // withDefaults returns cfg with every zero field set to its default and the

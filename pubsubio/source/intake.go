@@ -53,6 +53,7 @@ func (r *splitReader) deliver(run *receiveRun, d *delivery) bool {
 	if r.running != run {
 		return r.refuseLocked(d)
 	}
+	r.countDelivery(d)
 	r.ledger.supersede(d.msg.ID)
 	// Unless it is a withheld message coming back, a delivery waits behind
 	// what is withheld (withheld.go).

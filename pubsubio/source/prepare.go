@@ -42,7 +42,8 @@ type prepareTarget struct {
 //     ALREADY_EXISTS (another job got there first) is success; that
 //     subscription's own settings apply, so it is described and checked.
 //  3. Warn about backwards start positions that can recover only unacked
-//     messages.
+//     messages, and dead-letter policies that leave the read little room
+//     (attempts.go).
 //  4. Seek every subscription with a non-default start position. now is
 //     read at each seek, which is when PositionLatest resolves.
 func prepare(ctx context.Context, adm admin, cfg Config, now func() time.Time) (prepareCounts, error) {
@@ -59,9 +60,11 @@ func prepare(ctx context.Context, adm admin, cfg Config, now func() time.Time) (
 		}
 	}
 	for _, t := range targets {
-		if w := retentionWarning(t.sub.String(), t.setup.Start, t.desc); w != "" {
-			counts.warned++
-			log.Warn(ctx, w)
+		for _, w := range []string{retentionWarning(t.sub.String(), t.setup.Start, t.desc), cfg.risks.warning(t.sub.String(), t.desc)} {
+			if w != "" {
+				counts.warned++
+				log.Warn(ctx, w)
+			}
 		}
 	}
 	for _, t := range targets {

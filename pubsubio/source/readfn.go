@@ -120,7 +120,7 @@ func (fn *readFn) runBundle(ctx context.Context, we *watermarkEstimator, rt *sdf
 	rest := rt.GetRestriction().(Restriction)
 	key := splitKey{read: fn.ReadID, index: split.Index}
 	r, rs := readers.reader(key, split, fn.Cfg)
-	defer rs.stats.flush(ctx, rs.budget)
+	defer rs.flush(ctx)
 
 	share := splitShare(fn.Cfg.MaxMessages, split.Index, fn.SplitCount, len(fn.Cfg.Subscriptions))
 	limit := fn.Cfg.MaxRecordsPerBundle

@@ -49,11 +49,12 @@ func (h *registryHarness) conn(index int) *fakePuller {
 
 // registryConfig keeps LeaseIdle long, so the registry's own janitor (which
 // ticks at a quarter of it, in real time) never fires during a test: only
-// the test's releaseIdle calls, with the hand-moved clock, release.
+// the test's releaseIdle calls, with the hand-moved clock, release. Its
+// MaxExtension, the hold bound, is longer than the tests move the clock.
 func registryConfig(t *testing.T, edit func(*Config)) Config {
 	return testConfig(t, func(c *Config) {
 		c.Subscriptions = testSubs(2)
-		c.LeaseIdle = time.Hour
+		c.LeaseIdle, c.MaxExtension = time.Hour, 24*time.Hour
 		if edit != nil {
 			edit(c)
 		}

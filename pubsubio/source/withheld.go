@@ -25,7 +25,9 @@ type returnedMsg struct {
 // withhold keeps d until returnWithheld or giveBackAll gives it back.
 func (l *ledger) withhold(d *delivery) {
 	d.state = withheld
+	d.arrived = l.now()
 	l.withheld = append(l.withheld, d)
+	l.lease(d)
 }
 
 // mustWithhold reports whether d, a delivery that was not given back to
