@@ -337,9 +337,6 @@ func uniqueValid[T interface {
 	return ok
 }
 
-// bounded reports whether the read finishes by itself.
-func (cfg Config) bounded() bool { return cfg.MaxMessages > 0 || cfg.IdleTimeout > 0 }
-
 // receiveSettings maps the config onto the client's settings for one split.
 func (cfg Config) receiveSettings() pubsub.ReceiveSettings {
 	return pubsub.ReceiveSettings{

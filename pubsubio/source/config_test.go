@@ -61,9 +61,6 @@ func TestWithDefaultsFillsEveryDefault(t *testing.T) {
 			t.Errorf("%s = %v (%T), want %v (%T)", c.name, c.got, c.got, c.want, c.want)
 		}
 	}
-	if bounded := cfg.bounded(); bounded {
-		t.Error("the default read is bounded")
-	}
 }
 
 // The defaults documented as the client's must be the client's, so that a

@@ -100,7 +100,7 @@ func read(s beam.Scope, cfg Config) (beam.PCollection, beam.PCollection, error) 
 	if err != nil {
 		return fail(fmt.Errorf("pubsubio.Read: %w", err))
 	}
-	if cfg.bounded() && len(cfg.owned.Subscriptions) > 0 {
+	if cfg.owned.Generated {
 		deleteWhenDone(s, cfg, out[0])
 	}
 	return out[0], out[1], nil
