@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -163,7 +164,8 @@ func TestReadTopicSubscriptionOnAnotherTopicFails(t *testing.T) {
 // An unbounded read of a topic creates a subscription of its own with a
 // generated name, labelled and expiring a day after its last reader went
 // away, and leaves it when the job is cancelled (only a drain, which Prism
-// cannot do, ends the read and deletes it).
+// cannot do, ends the read and deletes it); cmd/pubsubio-orphans then
+// finds it by its labels, its job no longer running, and deletes it.
 func TestReadTopicUnboundedLeavesItsSubscription(t *testing.T) {
 	e := emulator.Require(t)
 	client := e.Client(t)
@@ -206,6 +208,20 @@ func TestReadTopicUnboundedLeavesItsSubscription(t *testing.T) {
 	}
 	if labels := got.GetLabels(); labels["pubsubio-job"] != strings.ToLower(job) {
 		t.Errorf("%s has labels %v, want pubsubio-job=%s", sub, labels, strings.ToLower(job))
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "run", "../cmd/pubsubio-orphans", "-project="+e.Project, "-endpoint="+e.Endpoint, "-running=another-job", "-delete")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("pubsubio-orphans: %v\n%s", err, out)
+	}
+	if want := sub.String() + "\tjob=" + strings.ToLower(job) + "\tname=" + name + "\tdeleted"; !strings.Contains(string(out), want) {
+		t.Errorf("pubsubio-orphans printed:\n%s\nwant a line %q", out, want)
+	}
+	if _, err := client.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: sub.String()}); status.Code(err) != codes.NotFound {
+		t.Errorf("%s after pubsubio-orphans -delete: %v, want NOT_FOUND", sub, err)
 	}
 }
 
