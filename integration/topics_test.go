@@ -68,7 +68,7 @@ func TestReadTopicNamedKeepsItsSubscriptionAcrossRuns(t *testing.T) {
 	client := e.Client(t)
 	topic, taken := e.CreateTopic(t, "topic-named"), e.CreateTopic(t, "topic-taken")
 	name := fmt.Sprintf("nightly-%d", os.Getpid())
-	existing := createSubscriptionNamed(t, e, client, pubsubio.SubscriptionOf(e.Project, name+"-"+taken.ID), taken)
+	existing := createSubscriptionNamed(t, e, client, pubsubio.SubscriptionOf(e.Project, name+"-"+taken.ID), taken, nil)
 	sub := pubsubio.SubscriptionOf(e.Project, name+"-"+topic.ID)
 	t.Cleanup(func() {
 		_ = client.SubscriptionAdminClient.DeleteSubscription(context.Background(), &pubsubpb.DeleteSubscriptionRequest{Subscription: sub.String()})
@@ -119,14 +119,7 @@ func TestReadTopicOfAnotherJobRefused(t *testing.T) {
 	name := fmt.Sprintf("other-job-%d", os.Getpid())
 	sub := pubsubio.SubscriptionOf(e.Project, name+"-"+topic.ID)
 	labels := map[string]string{"created-by": "pubsubio", "pubsubio-name": name, "pubsubio-job": "ingest-2", "pubsubio-read": "abcdefghij"}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub.String(), Topic: topic.String(), Labels: labels}); err != nil {
-		t.Fatalf("creating %s: %v", sub, err)
-	}
-	t.Cleanup(func() {
-		_ = client.SubscriptionAdminClient.DeleteSubscription(context.Background(), &pubsubpb.DeleteSubscriptionRequest{Subscription: sub.String()})
-	})
+	createSubscriptionNamed(t, e, client, sub, topic, labels)
 	p, _ := readInto(t, pubsubio.ReadConfig{
 		Topics:             []pubsubio.Topic{topic},
 		TopicSubscriptions: pubsubio.TopicSubscriptionOptions{Name: name},
@@ -147,7 +140,7 @@ func TestReadTopicSubscriptionOnAnotherTopicFails(t *testing.T) {
 	client := e.Client(t)
 	topic, elsewhere := e.CreateTopic(t, "topic-asked"), e.CreateTopic(t, "topic-elsewhere")
 	name := fmt.Sprintf("clash-%d", os.Getpid())
-	clash := createSubscriptionNamed(t, e, client, pubsubio.SubscriptionOf(e.Project, name+"-"+topic.ID), elsewhere)
+	clash := createSubscriptionNamed(t, e, client, pubsubio.SubscriptionOf(e.Project, name+"-"+topic.ID), elsewhere, nil)
 	p, _ := readInto(t, pubsubio.ReadConfig{
 		Topics:             []pubsubio.Topic{topic},
 		TopicSubscriptions: pubsubio.TopicSubscriptionOptions{Name: name},
@@ -260,13 +253,13 @@ func awaitTopicSubscription(t *testing.T, client *pubsub.Client, topic pubsubio.
 	}
 }
 
-// createSubscriptionNamed creates sub on topic as something other than a
-// read would, without labels, and deletes it when the test ends.
-func createSubscriptionNamed(t *testing.T, e *emulator.Emulator, client *pubsub.Client, sub pubsubio.Subscription, topic pubsubio.Topic) pubsubio.Subscription {
+// createSubscriptionNamed creates sub on topic with labels (none: as
+// something other than a read would), and deletes it when the test ends.
+func createSubscriptionNamed(t *testing.T, e *emulator.Emulator, client *pubsub.Client, sub pubsubio.Subscription, topic pubsubio.Topic, labels map[string]string) pubsubio.Subscription {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub.String(), Topic: topic.String()}); err != nil {
+	if _, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub.String(), Topic: topic.String(), Labels: labels}); err != nil {
 		t.Fatalf("creating %s on %s: %v", sub, topic, err)
 	}
 	t.Cleanup(func() {

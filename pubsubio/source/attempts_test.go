@@ -16,7 +16,6 @@ import (
 	beammetrics "github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
@@ -131,27 +130,6 @@ func (s attemptsSpent) String() string {
 		s.messages, s.acked, s.deadLettered, s.deliveries, float64(s.deliveries)/float64(s.messages), s.most)
 }
 
-// runAttempts runs p on Prism, bounded, and returns its metrics and error.
-func runAttempts(t *testing.T, p *beam.Pipeline) (beam.PipelineResult, error) {
-	t.Helper()
-	type outcome struct {
-		res beam.PipelineResult
-		err error
-	}
-	done := make(chan outcome, 1)
-	go func() {
-		res, err := ptest.RunWithMetrics(p)
-		done <- outcome{res, err}
-	}()
-	select {
-	case o := <-done:
-		return o.res, o.err
-	case <-time.After(4 * time.Minute):
-		t.Fatal("the job did not end within 4m")
-		return nil, nil
-	}
-}
-
 // nackCounts names the read's give-backs by reason, for the log.
 func nackCounts(res beam.PipelineResult) string {
 	if res == nil {
@@ -173,7 +151,7 @@ func TestBudgetSpendsNoDeliveryAttemptsOnPrism(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	msgs := Read(s, Config{Subscriptions: []model.Subscription{at.sub}, BufferMaxMessages: 10, IdleTimeout: 5 * time.Second, Connection: at.f.conn})
 	beam.ParDo(s, &slowStage{Delay: 20 * time.Millisecond}, msgs)
-	res, err := runAttempts(t, p)
+	res, err := runBounded(t, p, 4*time.Minute)
 	if err != nil {
 		t.Fatalf("pipeline failed: %v", err)
 	}
@@ -191,7 +169,7 @@ func TestStallsSpendNoDeliveryAttemptsOnPrism(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	msgs := Read(s, Config{Subscriptions: []model.Subscription{at.sub}, LeaseIdle: time.Second, IdleTimeout: 5 * time.Second, Connection: at.f.conn})
 	beam.ParDo(s, &stallingStage{Name: t.Name(), Every: 50, Stall: 1500 * time.Millisecond}, msgs)
-	res, err := runAttempts(t, p)
+	res, err := runBounded(t, p, 4*time.Minute)
 	if err != nil {
 		t.Fatalf("pipeline failed: %v", err)
 	}
@@ -310,7 +288,7 @@ func TestFailedJobsSpendAttemptsOnPrism(t *testing.T) {
 		}
 		p, s := beam.NewPipelineWithRoot()
 		beam.ParDo0(s, &failOn{Data: poison}, Read(s, cfg))
-		if _, err := runAttempts(t, p); err != nil {
+		if _, err := runBounded(t, p, 4*time.Minute); err != nil {
 			if !strings.Contains(err.Error(), "failing on "+poison) {
 				t.Fatalf("run %d: %v; want the job failed on %s, or done", run, err, poison)
 			}
@@ -319,7 +297,7 @@ func TestFailedJobsSpendAttemptsOnPrism(t *testing.T) {
 	}
 	p, s := beam.NewPipelineWithRoot()
 	Read(s, cfg)
-	res, err := runAttempts(t, p)
+	res, err := runBounded(t, p, 4*time.Minute)
 	if err != nil {
 		t.Fatalf("the last run failed: %v", err)
 	}

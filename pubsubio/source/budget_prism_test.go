@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 )
 
 // A byte budget that holds two of the messages (1 MiB against 400 KiB)
@@ -31,28 +30,14 @@ func TestSmallByteBudgetReadsEverythingOnPrism(t *testing.T) {
 				IdleTimeout:            3 * time.Second,
 				Connection:             f.conn,
 			})
-			type outcome struct {
-				res beam.PipelineResult
-				err error
-			}
-			done := make(chan outcome, 1)
-			go func() {
-				res, err := ptest.RunWithMetrics(p)
-				done <- outcome{res, err}
-			}()
-			var o outcome
-			select {
-			case o = <-done:
-			case <-time.After(3 * time.Minute):
-				t.Fatalf("the read did not end within 3m; acked so far: %d of %d", f.acked(ids), n)
-			}
-			if o.err != nil {
-				t.Fatalf("pipeline failed: %v", o.err)
+			res, err := runBounded(t, p, 3*time.Minute)
+			if err != nil {
+				t.Fatalf("pipeline failed: %v", err)
 			}
 			if got := f.acked(ids); got != n {
 				t.Errorf("%d of %d messages acked", got, n)
 			}
-			if got := counterValue(o.res, "messages_nacked_budget"); got == 0 {
+			if got := counterValue(res, "messages_nacked_budget"); got == 0 {
 				t.Error("messages_nacked_budget = 0: the budget never bound, so the test did not exercise it")
 			}
 		})

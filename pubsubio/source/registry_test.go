@@ -47,6 +47,16 @@ func (h *registryHarness) conn(index int) *fakePuller {
 	return s
 }
 
+// pollOne starts split 0 of cfg under key, released when the test ends,
+// and returns its reader, its receive and the receive's context.
+func (h *registryHarness) pollOne(key splitKey, cfg Config) (*splitReader, *receiveRun, context.Context) {
+	h.t.Helper()
+	r, _ := h.g.reader(key, planSplits(cfg.Subscriptions, cfg.Ordering, 1)[0], cfg)
+	h.t.Cleanup(func() { r.release(nackedRelease) })
+	run := pollRun(h.t, r)
+	return r, run, h.conn(0).nextReceive(h.t)
+}
+
 // registryConfig keeps LeaseIdle long, so the registry's own janitor (which
 // ticks at a quarter of it, in real time) never fires during a test: only
 // the test's releaseIdle calls, with the hand-moved clock, release. Its
@@ -122,10 +132,7 @@ func TestRegistryDoesNotReleaseBeforeLeaseIdle(t *testing.T) {
 	h := newRegistryHarness(t)
 	cfg := registryConfig(t, nil)
 	key := splitKey{read: "read-1", index: 0}
-	r, _ := h.g.reader(key, planSplits(cfg.Subscriptions, cfg.Ordering, 1)[0], cfg)
-	t.Cleanup(func() { r.release(nackedRelease) })
-	run := pollRun(t, r)
-	ctx := h.conn(0).nextReceive(t)
+	r, run, ctx := h.pollOne(key, cfg)
 	held := deliverN(r, run, "m", 1)
 
 	h.clock.advance(cfg.LeaseIdle) // exactly LeaseIdle: not yet
@@ -145,11 +152,7 @@ func TestRegistryDoesNotReleaseBeforeLeaseIdle(t *testing.T) {
 func TestRegistryDoesNotReleaseASplitWhileItsBundleRuns(t *testing.T) {
 	h := newRegistryHarness(t)
 	cfg := registryConfig(t, nil)
-	key := splitKey{read: "read-1", index: 0}
-	r, _ := h.g.reader(key, planSplits(cfg.Subscriptions, cfg.Ordering, 1)[0], cfg)
-	t.Cleanup(func() { r.release(nackedRelease) })
-	run := pollRun(t, r)
-	ctx := h.conn(0).nextReceive(t)
+	r, run, ctx := h.pollOne(splitKey{read: "read-1", index: 0}, cfg)
 	held := deliverN(r, run, "m", 2)
 	batch, err := r.beginBundle(context.Background(), Restriction{Owner: processID}, 1)
 	if err != nil || len(batch) != 1 {
