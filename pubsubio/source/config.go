@@ -48,10 +48,12 @@ type Config struct {
 	// the pipeline is built (TopicSubscriptions), so every worker and every
 	// resumed split agrees on it. It receives only what is published after
 	// the prepare step created it; one that already exists under that name
-	// must be on the topic, and is read from where it is. A bounded read
-	// deletes the subscriptions it created once it finished, and only
-	// those; an unbounded one leaves them, to expire a day after their last
-	// reader stopped (README, Reading topics).
+	// must be on the topic and not another job's, and is read from where it
+	// is. A read of a generated name deletes the subscriptions it created
+	// once it is done (a bounded read's end, an unbounded one's drain), and
+	// only those; a cancelled job's expire a day after their last reader
+	// stopped; those of a Name the user gave are kept (README, Reading
+	// topics).
 	Topics []model.Topic
 
 	// TopicSubscriptions names and configures the subscriptions the read
@@ -214,7 +216,7 @@ type Config struct {
 
 	// owned are the subscriptions created for Topics, once withDefaults
 	// moved them into Subscriptions, and the label that marks those this
-	// read created: what a bounded read deletes when done.
+	// read created: what a read of a generated name deletes when done.
 	owned ownedSubscriptions
 
 	// risks are how the read may spend delivery attempts on messages that
