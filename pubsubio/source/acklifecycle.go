@@ -248,8 +248,7 @@ func (l *ledger) giveBackAll(reason counter) []string {
 		giveBack(d)
 	}
 	l.withheld = nil
-	clear(l.returned)
-	clear(l.returnedKeys)
+	l.forgetAllReturned()
 	for _, d := range l.pending {
 		giveBack(d)
 	}

@@ -145,20 +145,34 @@ func nackCounts(res beam.PipelineResult) string {
 }
 
 // A buffer budget of 10 messages under a downstream stage slower than the
-// subscription's arrivals: every message is read, and delivered once.
+// subscription's arrivals: with flow control left unset, every message is
+// read and delivered once; with flow control set above the budget, what
+// does not fit is withheld and given back, and comes back into room kept
+// for it: every message is read, none delivered more than twice.
 func TestBudgetSpendsNoDeliveryAttemptsOnPrism(t *testing.T) {
-	at := newAttemptsTopic(t, "attempts-budget", 200)
-	p, s := beam.NewPipelineWithRoot()
-	msgs := Read(s, Config{Subscriptions: []model.Subscription{at.sub}, BufferMaxMessages: 10, IdleTimeout: 5 * time.Second, Connection: at.f.conn})
-	beam.ParDo(s, &slowStage{Delay: 20 * time.Millisecond}, msgs)
-	res, err := runBounded(t, p, 4*time.Minute)
-	if err != nil {
-		t.Fatalf("pipeline failed: %v", err)
-	}
-	spent := at.spent()
-	t.Logf("ATTEMPTS budget: %v; %s", spent, nackCounts(res))
-	if spent.deliveries != spent.messages || spent.acked != spent.messages {
-		t.Errorf("%v; want every message acked, each delivered once", spent)
+	for _, tc := range []struct {
+		name           string
+		maxOutstanding int
+		most           int
+	}{
+		{"flow control unset", 0, 1},
+		{"flow control above the budget", DefaultMaxOutstandingMessages, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			at := newAttemptsTopic(t, "attempts-budget", 200)
+			p, s := beam.NewPipelineWithRoot()
+			msgs := Read(s, Config{Subscriptions: []model.Subscription{at.sub}, BufferMaxMessages: 10, MaxOutstandingMessages: tc.maxOutstanding, IdleTimeout: 5 * time.Second, Connection: at.f.conn})
+			beam.ParDo(s, &slowStage{Delay: 20 * time.Millisecond}, msgs)
+			res, err := runBounded(t, p, 4*time.Minute)
+			if err != nil {
+				t.Fatalf("pipeline failed: %v", err)
+			}
+			spent := at.spent()
+			t.Logf("ATTEMPTS budget, %s: %v; %s", tc.name, spent, nackCounts(res))
+			if spent.most > tc.most || spent.acked != spent.messages {
+				t.Errorf("%v; want every message acked, none delivered more than %d times", spent, tc.most)
+			}
+		})
 	}
 }
 
