@@ -39,6 +39,7 @@ type delivery struct {
 	drained time.Time // handed to a bundle to emit: where ack latency starts
 	state   deliveryState
 	seq     int64 // the bundle that emitted it, once pending
+	n       int64 // its place in the split's arrival order, once buffered
 	// exactlyOnce: its subscription has exactly-once delivery, so its ack
 	// is answered (exactlyonce.go).
 	exactlyOnce bool
@@ -71,6 +72,8 @@ type ledger struct {
 
 	buffer     []*delivery // FIFO; entries no longer buffered are skipped when drained
 	buffered   int
+	arrivals   int64       // deliveries buffered so far: the next one's n
+	leased     []*delivery // buffered, withheld or pending, in arrival order (holds.go)
 	pending    map[ackID]*delivery
 	held       map[string]*delivery // by message ID, buffered or pending
 	recentAcks []recentAck
@@ -117,6 +120,9 @@ func (l *ledger) supersede(id string) {
 // hold buffers d, whose room in the budget is reserved.
 func (l *ledger) hold(d *delivery) {
 	l.givenBack.seen(d.msg.ID)
+	l.arrivals++
+	d.n = l.arrivals
+	l.lease(d)
 	l.buffer = append(l.buffer, d)
 	l.buffered++
 	l.held[d.msg.ID] = d
@@ -231,20 +237,6 @@ func (l *ledger) takeRecentAcks(now time.Time) []string {
 	return remoteAckIDs(ids)
 }
 
-// giveBackFrom nacks what bundles seq and later emitted and did not ack:
-// the runner discarded their output (a failed or retried bundle). It
-// returns their ack IDs for the RPC.
-func (l *ledger) giveBackFrom(seq int64) []string {
-	var ids []ackID
-	for _, d := range l.pending {
-		if d.seq >= seq {
-			l.end(d, nackIt, nackedUncommitted)
-			ids = append(ids, d.ackID)
-		}
-	}
-	return remoteAckIDs(ids)
-}
-
 // giveBackAll takes everything held out of the split, counting it under
 // reason, and returns the ack IDs to nack with the RPC once the subscriber
 // stopped (see handBack).
@@ -265,8 +257,7 @@ func (l *ledger) giveBackAll(reason counter) []string {
 		giveBack(d)
 	}
 	l.withheld = nil
-	clear(l.returned)
-	clear(l.returnedKeys)
+	l.forgetAllReturned()
 	for _, d := range l.pending {
 		giveBack(d)
 	}

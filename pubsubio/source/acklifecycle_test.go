@@ -51,48 +51,62 @@ func TestSplitReaderAckOnlyPending(t *testing.T) {
 	}
 }
 
-// A failed bundle's give-back nacks what it and later bundles emitted,
-// through the client and with the RPC.
-func TestSplitReaderGiveBackNacksFromSeq(t *testing.T) {
-	h := newReaderHarness(t, testConfig(t, nil))
-	run := h.poll()
-	hs := deliverN(h.r, run, "m", 6)
-	var bySeq [4][]string
-	for seq := int64(1); seq <= 3; seq++ {
-		bySeq[seq] = ackIDsOf(drain(h.r, 2, seq))
-	}
-	stillBuffered := &fakeHandle{}
-	deliverTo(h.r, run, msg("buffered", "x"), stillBuffered, "ack-buffered")
+// A failed bundle takes back what it and later bundles emitted: the
+// message it failed on goes back to Pub/Sub, through the client and with
+// the RPC; the rest is buffered again, still leased and in arrival order,
+// ahead of what was buffered, for the retry to emit without a redelivery.
+// Under OrderingPerKey all of it goes back, so that nothing overtakes the
+// redelivery of the failed message.
+func TestSplitReaderAbandonKeepsAllButTheFailure(t *testing.T) {
+	for _, ordering := range []OrderingMode{OrderingNone, OrderingPerKey} {
+		t.Run(string(ordering), func(t *testing.T) {
+			h := newReaderHarness(t, testConfig(t, func(c *Config) { c.Ordering = ordering }))
+			run := h.poll()
+			hs := deliverN(h.r, run, "m", 6)
+			var bySeq [4][]*delivery
+			for seq := int64(1); seq <= 3; seq++ {
+				bySeq[seq] = drain(h.r, 2, seq)
+			}
+			stillBuffered := &fakeHandle{}
+			deliverTo(h.r, run, msg("buffered", "x"), stillBuffered, "ack-buffered")
 
-	h.r.abandonBundle(2)
-	stillBuffered.check(t, "message still buffered (never emitted)", 0, 0)
-	hs[0].check(t, "m0 (seq 1)", 0, 0)
-	hs[1].check(t, "m1 (seq 1)", 0, 0)
-	for i := 2; i < 6; i++ {
-		hs[i].check(t, fmt.Sprintf("m%d (seq %d)", i, i/2+1), 0, 1)
-	}
-	h.checkCount("messages_nacked_uncommitted", nackedUncommitted, 4)
-	// Before abandonBundle returned, the same give-back went out with the
-	// RPC: the client's own batched nack may never be sent.
-	if got, want := sorted(h.conn.nackedByRPC()), sorted(append(bySeq[2], bySeq[3]...)); !cmp.Equal(got, want) {
-		t.Errorf("nacked by RPC %v, want what seq 2 and 3 emitted, %v", got, want)
-	}
+			failed := bySeq[2][1] // m3
+			h.r.abandonBundle(2, failed)
+			stillBuffered.check(t, "message still buffered (never emitted)", 0, 0)
+			hs[0].check(t, "m0 (seq 1)", 0, 0)
+			hs[1].check(t, "m1 (seq 1)", 0, 0)
+			hs[3].check(t, "m3, the failure", 0, 1)
+			wantRPC, wantAgain := []string{"ack-m3"}, []string{"ack-m2", "ack-m4", "ack-m5", "ack-buffered"}
+			requeued, nacked := 3, 1
+			if ordering == OrderingPerKey {
+				wantRPC, wantAgain = []string{"ack-m2", "ack-m3", "ack-m4", "ack-m5"}, []string{"ack-buffered"}
+				requeued, nacked = 0, 4
+			}
+			for _, i := range []int{2, 4, 5} {
+				hs[i].check(t, fmt.Sprintf("m%d (seq %d)", i, i/2+1), 0, int32(nacked/4))
+			}
+			h.checkCount("messages_nacked_uncommitted", nackedUncommitted, int64(nacked))
+			h.checkCount("messages_requeued", messagesRequeued, int64(requeued))
+			// Before abandonBundle returned, the give-back went out with the
+			// RPC: the client's own batched nack may never be sent.
+			if got := sorted(h.conn.nackedByRPC()); !cmp.Equal(got, wantRPC) {
+				t.Errorf("nacked by RPC %v, want %v", got, wantRPC)
+			}
 
-	// Giving back again changes nothing; what was given back cannot be acked.
-	h.r.abandonBundle(2)
-	if n := ack(h.r, append(bySeq[2], bySeq[3]...)); n != 0 {
-		t.Errorf("acked %d given-back messages", n)
-	}
-	if n := ack(h.r, bySeq[1]); n != 2 {
-		t.Errorf("acked %d of seq 1, want 2", n)
-	}
-	hs[0].check(t, "m0 after ack", 1, 0)
-	for i := 2; i < 6; i++ {
-		hs[i].check(t, fmt.Sprintf("m%d after ack", i), 0, 1)
-	}
-	h.checkCount("messages_nacked_uncommitted", nackedUncommitted, 4)
-	if got := ackIDsOf(drain(h.r, 10, 2)); !cmp.Equal(got, []string{"ack-buffered"}) {
-		t.Errorf("drain after giveBack: %v, want the still-buffered message", got)
+			// Abandoning again changes nothing; what was taken back cannot be
+			// acked, what seq 1 emitted can.
+			h.r.abandonBundle(2, nil)
+			if n := ack(h.r, ackIDsOf(append(bySeq[2], bySeq[3]...))); n != 0 {
+				t.Errorf("acked %d taken-back messages", n)
+			}
+			if n := ack(h.r, ackIDsOf(bySeq[1])); n != 2 {
+				t.Errorf("acked %d of seq 1, want 2", n)
+			}
+			hs[0].check(t, "m0 after ack", 1, 0)
+			if got := ackIDsOf(drain(h.r, 10, 2)); !cmp.Equal(got, wantAgain) {
+				t.Errorf("the retry drains %v, want %v", got, wantAgain)
+			}
+		})
 	}
 }
 

@@ -8,19 +8,22 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
 // admin is the few subscription-admin calls the prepare step makes, and
-// the delete of a bounded read's own subscriptions once it is done. An
-// interface so that the check, create and seek logic is tested against a
-// fake that records every call. There is deliberately no update: creation
-// never changes an existing subscription.
+// the delete of a read's own subscriptions once it is done. An interface
+// so that the check, create and seek logic is tested against a fake that
+// records every call. The only update is of the labels of a read's own
+// topic subscription (owners.go): creation never changes an existing
+// subscription.
 type admin interface {
 	getSubscription(ctx context.Context, name string) (*pubsubpb.Subscription, error)
 	createSubscription(ctx context.Context, sub *pubsubpb.Subscription) (*pubsubpb.Subscription, error)
+	updateLabels(ctx context.Context, name string, labels map[string]string) error
 	seek(ctx context.Context, req *pubsubpb.SeekRequest) error
 	deleteSubscription(ctx context.Context, name string) error
 	close() error
@@ -60,6 +63,16 @@ func (a *clientAdmin) createSubscription(ctx context.Context, sub *pubsubpb.Subs
 		return err
 	})
 	return created, err
+}
+
+func (a *clientAdmin) updateLabels(ctx context.Context, name string, labels map[string]string) error {
+	return a.conn.Call(ctx, "pubsubio.Read", "UpdateSubscription "+name, func(ctx context.Context) error {
+		_, err := a.client.SubscriptionAdminClient.UpdateSubscription(ctx, &pubsubpb.UpdateSubscriptionRequest{
+			Subscription: &pubsubpb.Subscription{Name: name, Labels: labels},
+			UpdateMask:   &fieldmaskpb.FieldMask{Paths: []string{"labels"}},
+		})
+		return err
+	})
 }
 
 func (a *clientAdmin) seek(ctx context.Context, req *pubsubpb.SeekRequest) error {

@@ -55,6 +55,26 @@ func budgetWaitFor(cfg Config) time.Duration {
 // what is withheld.
 func (cfg Config) flowControlled() bool { return cfg.MaxOutstandingMessages > 0 }
 
+// flowControlFromBudget sets MaxOutstandingMessages and
+// MaxOutstandingBytes, where zero, to each stream's share of the buffer
+// budget, at most the client's defaults: splits x ParallelPullCount
+// streams, as if one worker ran every split (Prism does), are then never
+// sent more than the budget holds. Flow control counts what a bundle
+// emitted until it is acked as well, so it binds before the budget does.
+func (cfg *Config) flowControlFromBudget() {
+	splits := len(cfg.Subscriptions)
+	if cfg.Ordering != OrderingPerKey {
+		splits = max(splits, cfg.Splits)
+	}
+	streams := max(1, splits*max(1, cfg.ParallelPullCount))
+	if cfg.MaxOutstandingMessages == 0 {
+		cfg.MaxOutstandingMessages = min(DefaultMaxOutstandingMessages, max(1, cfg.BufferMaxMessages/streams))
+	}
+	if cfg.MaxOutstandingBytes == 0 {
+		cfg.MaxOutstandingBytes = int(min(DefaultMaxOutstandingBytes, max(1, cfg.BufferMaxBytes/int64(streams))))
+	}
+}
+
 func newBudget(maxMessages int, maxBytes int64) *budget {
 	return &budget{maxMessages: maxMessages, maxBytes: maxBytes}
 }
@@ -154,6 +174,21 @@ func (b *budget) usage() (messages int, bytes int64) {
 	return b.messages, b.bytes
 }
 
+// mostSent is how many unacked messages a worker running all the read's
+// splits may be sent under flow control, splits x ParallelPullCount x
+// MaxOutstandingMessages, and the number of splits.
+func (cfg Config) mostSent() (held int64, splits int) {
+	splits = len(planSplits(cfg.Subscriptions, cfg.Ordering, cfg.Splits))
+	return int64(splits) * int64(cfg.ParallelPullCount) * int64(cfg.MaxOutstandingMessages), splits
+}
+
+// streamsMayExceedBudget reports whether a worker running every split
+// may be sent more messages than BufferMaxMessages under flow control.
+func (cfg Config) streamsMayExceedBudget() bool {
+	held, _ := cfg.mostSent()
+	return cfg.flowControlled() && held > int64(cfg.BufferMaxMessages)
+}
+
 // budgetWarnings say when the budget is probably too small. Pub/Sub may
 // send a worker that runs every split more messages than BufferMaxMessages:
 // each of a split's ParallelPullCount streams may hold
@@ -170,14 +205,10 @@ func (cfg Config) budgetWarnings() []string {
 		out = append(out, fmt.Sprintf("pubsubio.Read: BufferMaxBytes %d holds fewer than three of Pub/Sub's largest messages (%d bytes each): a split of large messages then buffers one or two at a time and gives the rest back for redelivery at every bundle; raise it to at least %d unless every message is small",
 			cfg.BufferMaxBytes, largest, 3*largest))
 	}
-	if !cfg.flowControlled() {
+	if !cfg.streamsMayExceedBudget() {
 		return out
 	}
-	splits := len(planSplits(cfg.Subscriptions, cfg.Ordering, cfg.Splits))
-	held := int64(splits) * int64(cfg.ParallelPullCount) * int64(cfg.MaxOutstandingMessages)
-	if held <= int64(cfg.BufferMaxMessages) {
-		return out
-	}
+	held, splits := cfg.mostSent()
 	return append(out, fmt.Sprintf("pubsubio.Read: a worker that runs all %[1]d split(s) may be sent %[2]d unacked messages (splits x ParallelPullCount %[3]d x MaxOutstandingMessages %[4]d), more than BufferMaxMessages %[5]d: a split behind for over %[6]v then gives back what does not fit for redelivery; raise BufferMaxMessages to %[2]d or lower MaxOutstandingMessages",
 		splits, held, cfg.ParallelPullCount, cfg.MaxOutstandingMessages, cfg.BufferMaxMessages, budgetWait))
 }

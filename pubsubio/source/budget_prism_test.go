@@ -5,15 +5,16 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 )
 
 // A byte budget that holds two of the messages (1 MiB against 400 KiB)
 // reads them all: what is buffered is never given back at the budget, so
 // every bundle emits what the one before left buffered. The run is bounded;
-// a read that stops progressing fails with what was acked.
+// a read that stops progressing fails with what was acked. Flow control
+// is set above the budget (the client's defaults), or off: left unset, it
+// would be the budget's share and the budget would never bind.
 func TestSmallByteBudgetReadsEverythingOnPrism(t *testing.T) {
-	for name, maxOutstanding := range map[string]int{"with flow control": 0, "without flow control": -1} {
+	for name, maxOutstanding := range map[string]int{"with flow control": DefaultMaxOutstandingBytes, "without flow control": -1} {
 		t.Run(name, func(t *testing.T) {
 			const n, size = 20, 400 << 10
 			f := newFakeServer(t)
@@ -24,33 +25,19 @@ func TestSmallByteBudgetReadsEverythingOnPrism(t *testing.T) {
 			Read(s, Config{
 				Subscriptions:          subs,
 				BufferMaxBytes:         1 << 20,
-				MaxOutstandingMessages: maxOutstanding,
+				MaxOutstandingMessages: min(maxOutstanding, DefaultMaxOutstandingMessages),
 				MaxOutstandingBytes:    maxOutstanding,
 				IdleTimeout:            3 * time.Second,
 				Connection:             f.conn,
 			})
-			type outcome struct {
-				res beam.PipelineResult
-				err error
-			}
-			done := make(chan outcome, 1)
-			go func() {
-				res, err := ptest.RunWithMetrics(p)
-				done <- outcome{res, err}
-			}()
-			var o outcome
-			select {
-			case o = <-done:
-			case <-time.After(3 * time.Minute):
-				t.Fatalf("the read did not end within 3m; acked so far: %d of %d", f.acked(ids), n)
-			}
-			if o.err != nil {
-				t.Fatalf("pipeline failed: %v", o.err)
+			res, err := runBounded(t, p, 3*time.Minute)
+			if err != nil {
+				t.Fatalf("pipeline failed: %v", err)
 			}
 			if got := f.acked(ids); got != n {
 				t.Errorf("%d of %d messages acked", got, n)
 			}
-			if got := counterValue(o.res, "messages_nacked_budget"); got == 0 {
+			if got := counterValue(res, "messages_nacked_budget"); got == 0 {
 				t.Error("messages_nacked_budget = 0: the budget never bound, so the test did not exercise it")
 			}
 		})

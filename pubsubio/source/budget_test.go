@@ -50,10 +50,11 @@ func TestBudgetFullWithholdsAndKeepsWhatIsBuffered(t *testing.T) {
 	if isDone(recvCtx) {
 		t.Error("the subscriber was stopped at the budget")
 	}
-	again := &fakeHandle{}
-	deliverTo(h.r, run, msg("again", "x"), again, "ack-again")
-	if got := ackIDsOf(drain(h.r, 10, 1)); !cmp.Equal(got, []string{"ack-again"}) {
-		t.Errorf("drain after the give-back: %v, want [ack-again]", got)
+	// Their redeliveries come back into the room kept for them.
+	deliverTo(h.r, run, msg("over", "data-over"), &fakeHandle{}, "ack-over-2")
+	deliverTo(h.r, run, msg("later", "x"), &fakeHandle{}, "ack-later-2")
+	if got := ackIDsOf(drain(h.r, 10, 1)); !cmp.Equal(got, []string{"ack-over-2", "ack-later-2"}) {
+		t.Errorf("drain after the give-back: %v, want the redeliveries [ack-over-2 ack-later-2]", got)
 	}
 	h.checkCount("subscriber_restarts", subscriberRestarts, 0)
 }
@@ -338,7 +339,7 @@ func TestBudgetWaitRunsOutOrRunStops(t *testing.T) {
 	h.r.budgetWait = time.Minute
 	drain(h.r, 10, 0)
 	over.check(t, "the withheld delivery after the drain", 0, 1)
-	deliverN(h.r, run, "n", 1)
+	deliverTo(h.r, run, msg("over", "x"), &fakeHandle{}, "ack-over-2") // back, into its room
 	waiter, delivered := h.deliverWaiting(run, msg("waiter", "x"))
 	h.r.release(nackedRelease)
 	checkRefusedAfterWait(t, "the delivery waiting when its split was released", waiter, delivered)
@@ -399,4 +400,62 @@ func TestBudgetAdmitsOversizedMessageWhenNothingIsBuffered(t *testing.T) {
 		t.Errorf("withheld %v, want [big2]", got)
 	}
 	over.check(t, "oversized message with something buffered", 0, 0)
+}
+
+// Flow control left unset is each stream's share of the buffer budget, at
+// most the client's defaults, so that a worker running every split is never
+// sent more than its budget holds; a value that is set is kept.
+func TestFlowControlFromBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		edit          func(*Config)
+		messages, max int
+	}{
+		{"defaults: the client's", nil, 1000, 64 << 20},
+		{"small budget", func(c *Config) { c.BufferMaxMessages, c.BufferMaxBytes = 10, 1<<20 }, 10, 1 << 20},
+		{"twelve streams share it", func(c *Config) { c.Subscriptions, c.Splits, c.ParallelPullCount = testSubs(3), 6, 2 }, 833, 64 << 20 / 12},
+		{"per key: one split per subscription", func(c *Config) { c.Subscriptions, c.Ordering, c.BufferMaxMessages = testSubs(4), OrderingPerKey, 100 }, 25, 64 << 20 / 4},
+		{"a budget under one message per stream", func(c *Config) { c.Splits, c.BufferMaxMessages, c.BufferMaxBytes = 8, 3, 4 }, 1, 1},
+		{"set values kept", func(c *Config) { c.BufferMaxMessages, c.MaxOutstandingMessages, c.MaxOutstandingBytes = 10, 500, -1 }, 500, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, tc.edit)
+			if cfg.MaxOutstandingMessages != tc.messages || cfg.MaxOutstandingBytes != tc.max {
+				t.Errorf("MaxOutstandingMessages %d and MaxOutstandingBytes %d, want %d and %d", cfg.MaxOutstandingMessages, cfg.MaxOutstandingBytes, tc.messages, tc.max)
+			}
+		})
+	}
+}
+
+// A withheld message given back has room kept for it in the budget until
+// it comes back: a delivery arriving first cannot take it, so the message
+// is not withheld, and given back, a second time. Room kept for one that
+// does not come back within returnWait is freed.
+func TestReturnedMessageKeepsItsRoom(t *testing.T) {
+	h := newReaderHarness(t, testConfig(t, func(c *Config) { c.BufferMaxMessages, c.MaxOutstandingMessages = 1, 1000 }))
+	run := h.poll()
+	h.conn.nextReceive(t)
+	deliverN(h.r, run, "m", 1)
+	first := &fakeHandle{}
+	deliverTo(h.r, run, msg("r", "x"), first, "ack-r-1") // withheld: the budget holds 1
+	drain(h.r, 1, 0)                                     // m0 out, r back to Pub/Sub into m0's room
+	first.check(t, "r, given back", 0, 1)
+	fresh := &fakeHandle{}
+	deliverTo(h.r, run, msg("f", "x"), fresh, "ack-f") // arrives first: the room is r's
+	if got := withheldIDs(t, h.r); !cmp.Equal(got, []string{"f"}) {
+		t.Errorf("withheld %v, want [f]", got)
+	}
+	again := &fakeHandle{}
+	deliverTo(h.r, run, msg("r", "x"), again, "ack-r-2")
+	if got := ackIDsOf(drain(h.r, 1, 1)); !cmp.Equal(got, []string{"ack-r-2"}) {
+		t.Errorf("drain %v, want r's redelivery", got)
+	}
+	again.check(t, "r, back", 0, 0)
+	h.checkCount("messages_nacked_budget", nackedBudget, 2) // r once, then f into r's old room
+
+	// f does not come back: its room is freed after returnWait.
+	h.checkUsage(1, 1)
+	h.clock.advance(returnWait + time.Second)
+	drain(h.r, 1, 2)
+	h.checkUsage(0, 0)
 }

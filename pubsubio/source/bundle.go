@@ -33,14 +33,16 @@ func (r *splitReader) beginBundle(ctx context.Context, rest Restriction, limit i
 		r.stats.add(r.ackCounter(), r.ledger.ack(local, now))
 	}
 	// Anything this split emitted under this bundle's number or later is
-	// output the runner discarded: this bundle is a retry.
-	r.ledger.giveBackFrom(rest.Seq)
+	// output the runner discarded: this bundle is a retry, which emits it
+	// again (requeue.go).
+	r.ledger.requeueFrom(rest.Seq, nil, r.cfg.Ordering == OrderingPerKey)
 	if rest.Final {
 		return nil, nil
 	}
 	if err := r.startLocked(ctx); err != nil {
 		return nil, err
 	}
+	r.inBundle = true
 	return r.ledger.drain(limit, rest.Seq, now), nil
 }
 
@@ -76,6 +78,7 @@ type splitState struct {
 func (r *splitReader) endBundle(nacks []*delivery, policy watermarkPolicy) splitState {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.bundleEndedLocked()
 	for _, d := range nacks {
 		// At once, through its subscriber, so that Pub/Sub counts the
 		// delivery attempt and redelivers it (or forwards it to the
@@ -130,17 +133,27 @@ func (r *splitReader) throttledLocked() bool {
 	return limit > 0 && r.ledger.buffered+len(r.ledger.withheld)+len(r.ledger.pending) >= limit*r.cfg.ParallelPullCount
 }
 
-// abandonBundle gives back what bundle seq emitted: it failed, so the
-// runner discards its output. The nacks go out through the client and,
-// before it returns, with the RPC: the client sends nacks in batches every
-// 100 ms, and Beam Go waits for nothing once a bundle failed, so a worker
-// that exits at once would leave them unsent and the messages waiting out
-// their leases.
-func (r *splitReader) abandonBundle(seq int64) {
+// abandonBundle takes back what bundle seq emitted: it failed, so the
+// runner discards its output. failed, the delivery whose processing
+// failed (nil if none is known), goes back to Pub/Sub, which counts the
+// attempt against it; the rest stays for the retry (requeue.go). The
+// nacks go out through the client and, before it returns, with the RPC:
+// the client sends nacks in batches every 100 ms, and Beam Go waits for
+// nothing once a bundle failed, so a worker that exits at once would leave
+// them unsent and the messages waiting out their leases.
+func (r *splitReader) abandonBundle(seq int64, failed *delivery) {
 	r.mu.Lock()
-	nacks, conn := r.ledger.giveBackFrom(seq), r.conn
+	r.bundleEndedLocked()
+	nacks, conn := r.ledger.requeueFrom(seq, failed, r.cfg.Ordering == OrderingPerKey), r.conn
 	r.mu.Unlock()
 	r.sendByRPC(conn, nil, nacks)
+}
+
+// bundleEndedLocked marks the end of the split's bundle: LeaseIdle counts
+// from now.
+func (r *splitReader) bundleEndedLocked() {
+	r.inBundle = false
+	r.lastPolled = r.now()
 }
 
 // later returns the later of a and b.

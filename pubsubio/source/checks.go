@@ -62,8 +62,9 @@ var checks = []check{
 
 // rejection returns why sub, as described, cannot be read under cfg, or
 // nil; name is how the error names it. Besides checks, one of the read's
-// own topic subscriptions must be on its topic (wrongTopic), which
-// construction cannot get wrong and so does not check.
+// own topic subscriptions must be on its topic (wrongTopic) and not
+// created for another job (ownerRejection), which construction cannot
+// know and so does not check.
 func rejection(cfg Config, name string, sub *pubsubpb.Subscription) []error {
 	var errs []error
 	for _, c := range checks {
@@ -71,8 +72,10 @@ func rejection(cfg Config, name string, sub *pubsubpb.Subscription) []error {
 			errs = append(errs, fmt.Errorf("subscription %s cannot be read: %s; %s", name, c.setting, c.why))
 		}
 	}
-	if err := cfg.wrongTopic(name, sub); err != nil {
-		errs = append(errs, err)
+	for _, err := range []error{cfg.wrongTopic(name, sub), cfg.ownerRejection(name, sub)} {
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errs
 }

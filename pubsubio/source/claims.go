@@ -63,7 +63,7 @@ func claimSubscriptions(s beam.Scope, cfg Config) error {
 		if other.owned {
 			how = "created for its topic"
 		}
-		errs = append(errs, fmt.Errorf("%s is also %s by another read of this pipeline (in %s): the two would split its messages, and a bounded read deletes the subscription it created under the other; "+
+		errs = append(errs, fmt.Errorf("%s is also %s by another read of this pipeline (in %s): the two would split its messages, and a read of a generated name deletes the subscription it created under the other; "+
 			"give the topic read another TopicSubscriptions.Name, or read the subscription in one read", subject, how, other.scope))
 	}
 	if len(errs) > 0 {

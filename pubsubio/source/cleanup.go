@@ -16,28 +16,37 @@ import (
 )
 
 func init() {
-	register.Function1x1(countOne)
+	register.Function2x0(nothing)
 	register.Function2x1(sum)
+	register.Emitter1[int64]()
 	register.DoFn2x0[context.Context, int64](&deleteOwnedFn{})
 }
 
-// deleteWhenDone adds to a bounded read the step that deletes the
-// subscriptions it created for its topics, once the read is done. Its
-// input is the count of what the read emitted, plus a zero so that an
-// empty read counts too: one element, which exists only once every split
-// finished, and a split finishes after its last, ack-only bundle. So
-// nothing is deleted while a split still has acks to send.
+// deleteWhenDone adds to a read of a generated TopicSubscriptions.Name the
+// step that deletes the subscriptions it created for its topics, once the
+// read is done: a bounded read once it finished, an unbounded one once a
+// drain ended it. Its input is a single zero, grouped in the global window
+// with what the read emits (which adds nothing to it): it exists only once
+// the read's output is complete, so once every split finished, and a
+// split finishes after its last, ack-only bundle (the one a drain's
+// TruncateRestriction leaves too). So nothing is deleted while a split
+// still has acks to send, and a cancelled job deletes nothing: its
+// subscriptions expire after their TTL. The grouping holds one element,
+// however long an unbounded read runs.
 func deleteWhenDone(s beam.Scope, cfg Config, msgs beam.PCollection) {
 	s = s.Scope("DeleteTopicSubscriptions")
-	ones := beam.ParDo(s, countOne, msgs)
-	count := beam.Combine(s, sum, beam.Flatten(s, ones, beam.Create(s, int64(0))))
-	beam.ParDo0(s, &deleteOwnedFn{Owned: cfg.owned, Connection: cfg.Connection}, count)
+	none := beam.ParDo(s, nothing, msgs)
+	done := beam.Combine(s, sum, beam.Flatten(s, none, beam.Create(s, int64(0))))
+	beam.ParDo0(s, &deleteOwnedFn{Owned: cfg.owned, Connection: cfg.Connection}, done)
 }
 
-func countOne(model.Message) int64 { return 1 }
-func sum(a, b int64) int64         { return a + b }
+// nothing emits nothing for a message: the read's output only holds the
+// delete step back until it is complete.
+func nothing(model.Message, func(int64)) {}
 
-// deleteOwnedFn deletes a finished bounded read's own subscriptions.
+func sum(a, b int64) int64 { return a + b }
+
+// deleteOwnedFn deletes a finished read's own subscriptions.
 type deleteOwnedFn struct {
 	Owned      ownedSubscriptions
 	Connection connection.Settings
@@ -51,21 +60,21 @@ var (
 // ProcessElement deletes every subscription of Owned that this read
 // created: it describes each one first, and leaves one without the read's
 // label (it existed before the read, under the same name: another job's,
-// or made by hand). One already gone counts as deleted. A failure does not
+// or made by hand; or another read has marked it its own since, owners.go). One already gone counts as deleted. A failure does not
 // fail the job, whose messages were all read and acked: it is logged with
 // the command that removes the subscription, which otherwise expires after
 // its TTL. Pub/Sub has no conditional delete: a subscription deleted and
 // made again by someone else between the describe and the delete would
 // be deleted.
-func (fn *deleteOwnedFn) ProcessElement(ctx context.Context, read int64) {
+func (fn *deleteOwnedFn) ProcessElement(ctx context.Context, _ int64) {
 	failed := func(sub model.Subscription, err error) {
 		subscriptionDeletesFailedCounter.Inc(ctx, 1)
-		log.Warnf(ctx, "pubsubio.Read: could not delete %s, the subscription this bounded read created for its topic: %v; "+
+		log.Warnf(ctx, "pubsubio.Read: could not delete %s, the subscription this read created for its topic: %v; "+
 			"it expires after its TTL, or remove it now: gcloud pubsub subscriptions delete %s --project=%s", sub, err, sub.ID, sub.Project)
 	}
 	gone := func(sub model.Subscription, how string) {
 		subscriptionsDeletedCounter.Inc(ctx, 1)
-		log.Infof(ctx, "pubsubio.Read: the bounded read finished (%d messages); %s, the subscription it created for its topic, %s", read, sub, how)
+		log.Infof(ctx, "pubsubio.Read: the read is done; %s, the subscription it created for its topic, %s", sub, how)
 	}
 	adm, err := newAdmin(ctx, Config{Subscriptions: fn.Owned.Subscriptions, Connection: fn.Connection})
 	if err != nil {
@@ -89,8 +98,8 @@ func (fn *deleteOwnedFn) ProcessElement(ctx context.Context, read int64) {
 			failed(sub, describeGetError(sub, err))
 			continue
 		case !fn.Owned.createdBy(desc):
-			log.Infof(ctx, "pubsubio.Read: the bounded read finished (%d messages); left %s in place: this read did not create it (its label %s is %q, this read's %q)",
-				read, sub, labelRead, desc.GetLabels()[labelRead], fn.Owned.Label)
+			log.Infof(ctx, "pubsubio.Read: the read is done; left %s in place: this read did not create it, or another read has read it since (its label %s is %q, this read's %q)",
+				sub, LabelRead, desc.GetLabels()[LabelRead], fn.Owned.Label)
 			continue
 		}
 		switch err := adm.deleteSubscription(ctx, sub.String()); {

@@ -2,6 +2,7 @@ package source
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -16,8 +17,8 @@ import (
 // read behaves like the client users already know; the reasons for the
 // rest are on the fields of Config.
 const (
-	DefaultMaxOutstandingMessages = 1000                   // pubsub.DefaultReceiveSettings
-	DefaultMaxOutstandingBytes    = 1e9                    // pubsub.DefaultReceiveSettings
+	DefaultMaxOutstandingMessages = 1000                   // pubsub.DefaultReceiveSettings; see Config.MaxOutstandingMessages
+	DefaultMaxOutstandingBytes    = 1e9                    // pubsub.DefaultReceiveSettings; see Config.MaxOutstandingBytes
 	DefaultMaxExtension           = 60 * time.Minute       // pubsub.DefaultReceiveSettings
 	DefaultParallelPullCount      = 1                      // pubsub.DefaultReceiveSettings.NumGoroutines
 	DefaultShutdownTimeout        = 10 * time.Second       // see Config.ShutdownTimeout
@@ -47,10 +48,12 @@ type Config struct {
 	// the pipeline is built (TopicSubscriptions), so every worker and every
 	// resumed split agrees on it. It receives only what is published after
 	// the prepare step created it; one that already exists under that name
-	// must be on the topic, and is read from where it is. A bounded read
-	// deletes the subscriptions it created once it finished, and only
-	// those; an unbounded one leaves them, to expire a day after their last
-	// reader stopped (README, Reading topics).
+	// must be on the topic and not another job's, and is read from where it
+	// is. A read of a generated name deletes the subscriptions it created
+	// once it is done (a bounded read's end, an unbounded one's drain), and
+	// only those; a cancelled job's expire a day after their last reader
+	// stopped; those of a Name the user gave are kept (README, Reading
+	// topics).
 	Topics []model.Topic
 
 	// TopicSubscriptions names and configures the subscriptions the read
@@ -77,11 +80,15 @@ type Config struct {
 	// MaxOutstandingMessages and MaxOutstandingBytes are each stream's flow
 	// control: Pub/Sub stops sending on a stream while that much of it is
 	// unacked, and a message is acked only after its bundle commits. If
-	// zero, DefaultMaxOutstandingMessages (1,000) and
-	// DefaultMaxOutstandingBytes (1e9), the client's, are used; -1 means no
-	// limit. Summed over a worker's splits and streams, keep it under the
-	// buffer budget (Read warns at construction when it may not be);
-	// README, Tuning.
+	// zero, each stream gets its share of the buffer budget (BufferMaxMessages
+	// and BufferMaxBytes over splits x ParallelPullCount), at most
+	// DefaultMaxOutstandingMessages (1,000) and DefaultMaxOutstandingBytes
+	// (1e9), the client's: a worker running every split is then never sent
+	// more than its budget holds, which it would give back for redelivery,
+	// spending a delivery attempt each. -1 means no limit. Summed over a
+	// worker's splits and streams, keep a value of your own under the
+	// budget (Read warns at construction when it may not be); README,
+	// Tuning.
 	MaxOutstandingMessages int
 	MaxOutstandingBytes    int
 
@@ -230,14 +237,18 @@ type Config struct {
 
 	// owned are the subscriptions created for Topics, once withDefaults
 	// moved them into Subscriptions, and the label that marks those this
-	// read created: what a bounded read deletes when done.
+	// read created: what a read of a generated name deletes when done.
 	owned ownedSubscriptions
+
+	// risks are how the read may spend delivery attempts on messages that
+	// did not fail, for the prepare step's warnings (attempts.go).
+	risks attemptRisks
 }
 
 // warnings explains settings that are valid but probably not meant; read
 // logs them at construction. now is the construction time.
 func (cfg Config) warnings(now time.Time) []string {
-	return append(cfg.setupWarnings(now), cfg.budgetWarnings()...)
+	return slices.Concat(cfg.setupWarnings(now), cfg.budgetWarnings(), cfg.holdWarnings())
 }
 
 // withDefaults returns cfg with every zero field set to its default and the
@@ -249,8 +260,6 @@ func (cfg Config) withDefaults() (Config, error) {
 	construct.Default(&cfg.Format, model.FormatBytes)
 	construct.Default(&cfg.DecodePolicy, DecodeFail)
 	construct.Default(&cfg.Splits, 1)
-	construct.Default(&cfg.MaxOutstandingMessages, DefaultMaxOutstandingMessages)
-	construct.Default(&cfg.MaxOutstandingBytes, DefaultMaxOutstandingBytes)
 	construct.Default(&cfg.MaxExtension, DefaultMaxExtension)
 	construct.Default(&cfg.ParallelPullCount, DefaultParallelPullCount)
 	construct.Default(&cfg.ShutdownTimeout, DefaultShutdownTimeout)
@@ -266,6 +275,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	construct.Default(&cfg.LatePolicy, LateEmit)
 	cfg, topicErrs := cfg.withTopics()
 	cfg.setupWithDefaults()
+	cfg.flowControlFromBudget()
 	return cfg, cfg.validate(topicErrs)
 }
 
@@ -355,9 +365,6 @@ func uniqueValid[T interface {
 	}
 	return ok
 }
-
-// bounded reports whether the read finishes by itself.
-func (cfg Config) bounded() bool { return cfg.MaxMessages > 0 || cfg.IdleTimeout > 0 }
 
 // receiveSettings maps the config onto the client's settings for one split.
 func (cfg Config) receiveSettings() pubsub.ReceiveSettings {

@@ -26,8 +26,9 @@ func TestWithDefaultsFillsEveryDefault(t *testing.T) {
 		{"Ordering", cfg.Ordering, OrderingNone},
 		{"Finalization", cfg.Finalization, FinalizationAuto},
 		{"Splits", cfg.Splits, 1},
+		// The buffer budget's share of the one stream, at most the client's.
 		{"MaxOutstandingMessages", cfg.MaxOutstandingMessages, DefaultMaxOutstandingMessages},
-		{"MaxOutstandingBytes", cfg.MaxOutstandingBytes, int(DefaultMaxOutstandingBytes)},
+		{"MaxOutstandingBytes", cfg.MaxOutstandingBytes, int(DefaultBufferMaxBytes)},
 		{"MaxExtension", cfg.MaxExtension, DefaultMaxExtension},
 		{"MaxDurationPerAckExtension", cfg.MaxDurationPerAckExtension, time.Duration(0)},
 		{"ParallelPullCount", cfg.ParallelPullCount, DefaultParallelPullCount},
@@ -60,9 +61,6 @@ func TestWithDefaultsFillsEveryDefault(t *testing.T) {
 			t.Errorf("%s = %v (%T), want %v (%T)", c.name, c.got, c.got, c.want, c.want)
 		}
 	}
-	if bounded := cfg.bounded(); bounded {
-		t.Error("the default read is bounded")
-	}
 }
 
 // The defaults documented as the client's must be the client's, so that a
@@ -73,11 +71,11 @@ func TestClientDerivedDefaultsMatchTheClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.MaxOutstandingMessages != client.MaxOutstandingMessages {
-		t.Errorf("MaxOutstandingMessages default %d, client's %d", cfg.MaxOutstandingMessages, client.MaxOutstandingMessages)
+	if DefaultMaxOutstandingMessages != client.MaxOutstandingMessages || cfg.MaxOutstandingMessages != client.MaxOutstandingMessages {
+		t.Errorf("MaxOutstandingMessages cap %d and default %d, client's %d", DefaultMaxOutstandingMessages, cfg.MaxOutstandingMessages, client.MaxOutstandingMessages)
 	}
-	if cfg.MaxOutstandingBytes != client.MaxOutstandingBytes {
-		t.Errorf("MaxOutstandingBytes default %d, client's %d", cfg.MaxOutstandingBytes, client.MaxOutstandingBytes)
+	if DefaultMaxOutstandingBytes != client.MaxOutstandingBytes {
+		t.Errorf("MaxOutstandingBytes cap %d, client's %d", int(DefaultMaxOutstandingBytes), client.MaxOutstandingBytes)
 	}
 	if cfg.MaxExtension != client.MaxExtension {
 		t.Errorf("MaxExtension default %v, client's %v", cfg.MaxExtension, client.MaxExtension)
@@ -90,7 +88,7 @@ func TestClientDerivedDefaultsMatchTheClient(t *testing.T) {
 	}
 
 	rs := cfg.receiveSettings()
-	if rs.MaxOutstandingMessages != client.MaxOutstandingMessages || rs.MaxOutstandingBytes != client.MaxOutstandingBytes ||
+	if rs.MaxOutstandingMessages != client.MaxOutstandingMessages || rs.MaxOutstandingBytes != cfg.MaxOutstandingBytes ||
 		rs.MaxExtension != client.MaxExtension || rs.NumGoroutines != client.NumGoroutines ||
 		rs.MaxDurationPerAckExtension != client.MaxDurationPerAckExtension {
 		t.Errorf("receiveSettings() of the defaults %+v differ from the client's %+v", rs, client)
@@ -328,8 +326,9 @@ func TestTryReadRejectsDirectRunner(t *testing.T) {
 
 // A read whose streams may be sent more than the buffer budget of a worker
 // that runs all its splits, or whose byte budget holds fewer than three of
-// the largest messages, is warned about at construction; the defaults, and
-// 10 streams (10 x 1000 = the default budget), are not.
+// the largest messages, is warned about at construction; the defaults,
+// flow control left to its share of the budget, and 10 streams of 1,000
+// (the default budget) are not.
 func TestBudgetWarning(t *testing.T) {
 	now := time.Now()
 	for _, tc := range []struct {
@@ -338,13 +337,15 @@ func TestBudgetWarning(t *testing.T) {
 		want []string // nil: no warning
 	}{
 		{"defaults", nil, nil},
-		{"ten streams fill the budget exactly", func(c *Config) { c.ParallelPullCount = 10 }, nil},
+		{"ten streams fill the budget exactly", func(c *Config) { c.ParallelPullCount, c.MaxOutstandingMessages = 10, 1000 }, nil},
 		{"no per-stream limit", func(c *Config) { c.MaxOutstandingMessages = -1; c.ParallelPullCount = 20 }, nil},
-		{"eleven streams", func(c *Config) { c.ParallelPullCount = 11 },
+		{"eleven streams sharing the budget", func(c *Config) { c.ParallelPullCount = 11 }, nil},
+		{"eleven streams", func(c *Config) { c.ParallelPullCount, c.MaxOutstandingMessages = 11, 1000 },
 			[]string{"a worker that runs all 1 split(s) may be sent 11000 unacked messages", "ParallelPullCount 11", "MaxOutstandingMessages 1000", "BufferMaxMessages 10000", "to 11000"}},
-		{"twelve splits", func(c *Config) { c.Subscriptions = testSubs(3); c.Splits = 12 },
+		{"twelve splits", func(c *Config) { c.Subscriptions = testSubs(3); c.Splits = 12; c.MaxOutstandingMessages = 1000 },
 			[]string{"a worker that runs all 12 split(s) may be sent 12000 unacked messages", "ParallelPullCount 1", "to 12000"}},
-		{"small budget", func(c *Config) { c.BufferMaxMessages = 500 },
+		{"small budget shared", func(c *Config) { c.BufferMaxMessages = 500 }, nil},
+		{"small budget", func(c *Config) { c.BufferMaxMessages, c.MaxOutstandingMessages = 500, 1000 },
 			[]string{"1000 unacked", "BufferMaxMessages 500"}},
 		{"byte budget of three 10 MB messages", func(c *Config) { c.BufferMaxBytes = 30_000_000 }, nil},
 		{"byte budget under three 10 MB messages", func(c *Config) { c.BufferMaxBytes = 1 << 20 },

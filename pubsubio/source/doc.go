@@ -16,16 +16,22 @@
 //     read cannot consume (checks.go), creates missing ones that have
 //     create options (createoptions.go) and seeks those with a start
 //     position (startposition.go), then emits one element per split
-//     (splitplan.go).
+//     (splitplan.go). The subscriptions a read creates for topics are its
+//     own (topics.go): refused when another job's, marked when taken up
+//     (owners.go), and deleted when a read of a generated name is done
+//     (cleanup.go). It warns about dead-letter policies that leave the
+//     read little room (attempts.go).
 //   - A split's first bundle finds its reader in the registry
 //     (registry.go), which starts the subscriber (splitreader.go) on a
 //     connection that records what its streaming pulls receive (puller.go,
 //     pulled.go).
 //   - The client's callback (intake.go) turns each message into a
 //     delivery, decodes it once (decode.go: event time and payload format)
-//     and buffers it within the buffer budget (budget.go), waiting for room
-//     or, when the budget stays full, withholding it without its payload
-//     until a bundle makes room for it (withheld.go).
+//     and buffers it within the buffer budget (budget.go, which also sizes
+//     flow control from it), waiting for room or, when the budget stays
+//     full, withholding it without its payload until a bundle makes room
+//     for it (withheld.go). It counts redeliveries and the delivery
+//     attempts Pub/Sub reports (attempts.go).
 //   - Each bundle (bundle.go, readfn.go) acks what the committed bundle
 //     before it emitted, takes what is buffered, emits it at its event time
 //     (or as a dead letter, under DecodePolicy), and checkpoints with the
@@ -37,12 +43,14 @@
 //     until it is acked (through the held message, with the Acknowledge RPC
 //     when the residual resumed in another process (ackid.go), or by a
 //     finalization callback where the SDK delivers them, finalization.go)
-//     or given back: with the RPC after a failed bundle, when the
-//     subscriber stops, or when the split is released for LeaseIdle. The
-//     watermark waits for what was given back until it is seen again
-//     (givenback.go). On a subscription with exactly-once delivery,
-//     Pub/Sub answers each ack, and the bundle that sent it counts the
-//     answer (exactlyonce.go).
+//     or given back: the message a failed bundle failed on with the RPC
+//     (the rest is requeued for the retry, requeue.go), when the
+//     subscriber stops, when the split is released for LeaseIdle (not
+//     while its bundle runs), or when it was held for MaxExtension
+//     (holds.go). The watermark waits for what was given back until it is
+//     seen again (givenback.go). On a subscription with exactly-once
+//     delivery, Pub/Sub answers each ack, and the bundle that sent it
+//     counts the answer (exactlyonce.go).
 //   - Under Tracing, a delivery's receive span runs from its arrival to
 //     its ack or give-back (trace.go).
 //   - acklatency.go measures emission to ack; metrics.go reports to Beam.

@@ -74,6 +74,14 @@ func (g *givenBack) seen(id string) {
 	delete(g.entries, id)
 }
 
+// has reports whether message id was given back and not seen again since.
+func (g *givenBack) has(id string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.entries[id]
+	return ok
+}
+
 // oldest returns the oldest event time of what is given back and neither
 // seen again nor expired at now; zero if none.
 func (g *givenBack) oldest(now time.Time) time.Time {

@@ -12,7 +12,9 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	beammetrics "github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
@@ -501,6 +503,28 @@ func (f *fakeServer) publish(t *testing.T, topic string, n int, attrs func(int) 
 		ids[i] = id
 	}
 	return ids
+}
+
+// runBounded runs p on Prism with metrics, failing the test if it does
+// not end within timeout.
+func runBounded(t *testing.T, p *beam.Pipeline, timeout time.Duration) (beam.PipelineResult, error) {
+	t.Helper()
+	type outcome struct {
+		res beam.PipelineResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := ptest.RunWithMetrics(p)
+		done <- outcome{res, err}
+	}()
+	select {
+	case o := <-done:
+		return o.res, o.err
+	case <-time.After(timeout):
+		t.Fatalf("the job did not end within %v", timeout)
+		return nil, nil
+	}
 }
 
 // validConfig is the smallest valid configuration.

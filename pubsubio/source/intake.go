@@ -59,11 +59,13 @@ func (r *splitReader) deliver(run *receiveRun, d *delivery) bool {
 	if r.running != run {
 		return r.refuseLocked(d)
 	}
+	r.countDelivery(d)
 	r.ledger.supersede(d.msg.ID)
-	// Unless it is a withheld message coming back, a delivery waits behind
-	// what is withheld (withheld.go).
-	waitsBehind := !r.ledger.comingBack(d.msg.ID) && r.ledger.mustWithhold(d, r.cfg.Ordering == OrderingPerKey)
-	if waitsBehind || !r.budget.reserve(d.size) && !r.awaitRoomLocked(run, d.size) {
+	// Unless it is a withheld message coming back, into the room reserved
+	// for it, a delivery waits behind what is withheld (withheld.go).
+	back := r.ledger.comingBack(d.msg.ID)
+	waitsBehind := !back && r.ledger.mustWithhold(d, r.cfg.Ordering == OrderingPerKey)
+	if waitsBehind || !back && !r.budget.reserve(d.size) && !r.awaitRoomLocked(run, d.size) {
 		if r.running != run {
 			return r.refuseLocked(d)
 		}

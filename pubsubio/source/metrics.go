@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
@@ -18,18 +19,21 @@ const (
 	messagesReceived counter = iota
 	messagesEmitted
 	messagesAcked
-	nackedBudget      // a delivery that would have crossed the buffer budget
-	nackedRelease     // held by a split released for lease idleness or teardown
-	nackedShutdown    // arrived while its subscriber was stopping
-	nackedSuperseded  // a stale handle replaced by a redelivery of the same message
-	nackedUncommitted // emitted by a bundle that failed or was retried
-	nackedDecode      // failed to decode under DecodeNack
-	acksFinalization  // acks sent from a bundle-finalization callback
-	acksResume        // acks sent by the next bundle of the split
-	acksCheckpoint    // acks sent once a completed Flink checkpoint covered them
-	acksRPC           // acks sent with the Acknowledge RPC (residual resumed elsewhere)
-	acksConfirmed     // exactly-once acks Pub/Sub confirmed (exactlyonce.go)
-	acksUnconfirmed   // exactly-once acks not answered within Connection.RPCTimeout
+	nackedBudget        // a delivery that would have crossed the buffer budget
+	nackedRelease       // held by a split released for lease idleness or teardown
+	nackedShutdown      // arrived while its subscriber was stopping
+	nackedSuperseded    // a stale handle replaced by a redelivery of the same message
+	nackedUncommitted   // emitted by a bundle that failed or was retried
+	nackedDecode        // failed to decode under DecodeNack
+	nackedHold          // held for MaxExtension without a commit (holds.go)
+	messagesRequeued    // emitted by a bundle that failed or was retried, kept for the retry
+	messagesRedelivered // received again by the read, or with a delivery attempt over 1
+	acksFinalization    // acks sent from a bundle-finalization callback
+	acksResume          // acks sent by the next bundle of the split
+	acksCheckpoint      // acks sent once a completed Flink checkpoint covered them
+	acksRPC             // acks sent with the Acknowledge RPC (residual resumed elsewhere)
+	acksConfirmed       // exactly-once acks Pub/Sub confirmed (exactlyonce.go)
+	acksUnconfirmed     // exactly-once acks not answered within Connection.RPCTimeout
 	ackRPCFailures
 	nackRPCFailures
 	subscriberRestarts
@@ -48,27 +52,30 @@ const (
 )
 
 var counterNames = [numCounters]string{
-	messagesReceived:   "messages_received",
-	messagesEmitted:    "messages_emitted",
-	messagesAcked:      "messages_acked",
-	nackedBudget:       "messages_nacked_budget",
-	nackedRelease:      "messages_nacked_release",
-	nackedShutdown:     "messages_nacked_shutdown",
-	nackedSuperseded:   "messages_nacked_superseded",
-	nackedUncommitted:  "messages_nacked_uncommitted",
-	nackedDecode:       "messages_nacked_decode",
-	acksFinalization:   "acks_via_finalization",
-	acksResume:         "acks_via_resume",
-	acksCheckpoint:     "acks_via_checkpoint",
-	acksRPC:            "acks_via_rpc",
-	acksConfirmed:      "acks_confirmed",
-	acksUnconfirmed:    "acks_unconfirmed",
-	ackRPCFailures:     "ack_rpc_failures",
-	nackRPCFailures:    "nack_rpc_failures",
-	subscriberRestarts: "subscriber_restarts",
-	shutdownsAbandoned: "subscriber_shutdowns_abandoned",
-	failuresAbsorbed:   "subscriber_failures_absorbed",
-	decodeFailures:     "decode_failures",
+	messagesReceived:    "messages_received",
+	messagesEmitted:     "messages_emitted",
+	messagesAcked:       "messages_acked",
+	nackedBudget:        "messages_nacked_budget",
+	nackedRelease:       "messages_nacked_release",
+	nackedShutdown:      "messages_nacked_shutdown",
+	nackedSuperseded:    "messages_nacked_superseded",
+	nackedUncommitted:   "messages_nacked_uncommitted",
+	nackedDecode:        "messages_nacked_decode",
+	nackedHold:          "messages_nacked_hold",
+	messagesRequeued:    "messages_requeued",
+	messagesRedelivered: "messages_redelivered",
+	acksFinalization:    "acks_via_finalization",
+	acksResume:          "acks_via_resume",
+	acksCheckpoint:      "acks_via_checkpoint",
+	acksRPC:             "acks_via_rpc",
+	acksConfirmed:       "acks_confirmed",
+	acksUnconfirmed:     "acks_unconfirmed",
+	ackRPCFailures:      "ack_rpc_failures",
+	nackRPCFailures:     "nack_rpc_failures",
+	subscriberRestarts:  "subscriber_restarts",
+	shutdownsAbandoned:  "subscriber_shutdowns_abandoned",
+	failuresAbsorbed:    "subscriber_failures_absorbed",
+	decodeFailures:      "decode_failures",
 
 	lateMessages:                "late_messages",
 	watermarkOutages:            "watermark_outages",
@@ -91,10 +98,13 @@ type stats struct {
 	counts      [numCounters]*metrics.Counter
 	failedAcks  metrics.Counters // exactly-once acks Pub/Sub refused, by code (failedAcksName)
 	pendingAcks atomic.Int64     // emitted, not yet acked or given back
+	// attempts are the delivery attempts Pub/Sub reported (only with a
+	// dead-letter policy).
+	attempts *metrics.Distribution
 }
 
 func newStats() *stats {
-	s := &stats{}
+	s := &stats{attempts: metrics.NewDistribution("delivery_attempts")}
 	for i, name := range counterNames {
 		s.counts[i] = metrics.NewCounter(name)
 	}
@@ -112,10 +122,17 @@ func (s *stats) flush(ctx context.Context, b *budget) {
 		c.Report(ctx)
 	}
 	s.failedAcks.Report(ctx)
+	s.attempts.Report(ctx)
 	msgs, bytes := b.usage()
 	bufferedMessagesGauge.Set(ctx, int64(msgs))
 	bufferedBytesGauge.Set(ctx, bytes)
 	pendingAcksGauge.Set(ctx, s.pendingAcks.Load())
+}
+
+// flush reports the read's metrics (stats.flush) and its oldest hold.
+func (rs *readState) flush(ctx context.Context) {
+	rs.stats.flush(ctx, rs.budget)
+	rs.holds.report(ctx, time.Now())
 }
 
 // The prepare step's counters. It runs once per job in a DoFn, so it

@@ -41,8 +41,11 @@ type prepareTarget struct {
 //  2. Create the missing subscriptions that have create options.
 //     ALREADY_EXISTS (another job got there first) is success; that
 //     subscription's own settings apply, so it is described and checked.
+//     Mark the read's own topic subscriptions that existed with its labels
+//     (owners.go).
 //  3. Warn about backwards start positions that can recover only unacked
-//     messages.
+//     messages, and dead-letter policies that leave the read little room
+//     (attempts.go).
 //  4. Seek every subscription with a non-default start position. now is
 //     read at each seek, which is when PositionLatest resolves.
 func prepare(ctx context.Context, adm admin, cfg Config, now func() time.Time) (prepareCounts, error) {
@@ -57,11 +60,16 @@ func prepare(ctx context.Context, adm admin, cfg Config, now func() time.Time) (
 				return counts, fmt.Errorf("pubsubio.Read: %w\n(nothing was sought; subscriptions already created stay, and a new run finds them)", err)
 			}
 		}
+		if err := markOwned(ctx, adm, cfg, targets[i]); err != nil {
+			return counts, fmt.Errorf("pubsubio.Read: %w\n(nothing was sought)", err)
+		}
 	}
 	for _, t := range targets {
-		if w := retentionWarning(t.sub.String(), t.setup.Start, t.desc); w != "" {
-			counts.warned++
-			log.Warn(ctx, w)
+		for _, w := range []string{retentionWarning(t.sub.String(), t.setup.Start, t.desc), cfg.risks.warning(t.sub.String(), t.desc)} {
+			if w != "" {
+				counts.warned++
+				log.Warn(ctx, w)
+			}
 		}
 	}
 	for _, t := range targets {
@@ -95,7 +103,7 @@ func describeAll(ctx context.Context, adm admin, cfg Config, counts *prepareCoun
 			errs = append(errs, rejected...)
 			if len(rejected) == 0 && slices.Contains(cfg.owned.Subscriptions, sub) && !cfg.owned.createdBy(desc) {
 				log.Infof(ctx, "pubsubio.Read: %s, the subscription of TopicSubscriptions.Name %q for its topic, already exists and this read did not create it "+
-					"(it lacks the label %s=%s): the read consumes it from where it is, and a bounded read leaves it in place", sub, cfg.TopicSubscriptions.Name, labelRead, cfg.owned.Label)
+					"(its labels %v): the read consumes it from where it is, and never deletes it", sub, cfg.TopicSubscriptions.Name, desc.GetLabels())
 			}
 		case status.Code(err) == codes.NotFound && !t.setup.Create.IsZero():
 			// Created in the next phase.

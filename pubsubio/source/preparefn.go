@@ -29,16 +29,18 @@ var newAdmin = dialAdmin
 // split has read anything. A redeploy is a new job with a new Impulse, so
 // it prepares, and seeks, again.
 //
-// Owned is Cfg's owned, which Cfg loses on its way to the worker.
+// Owned and Risks are Cfg's owned and risks, which Cfg loses on its way
+// to the worker.
 type prepareFn struct {
 	Cfg   Config
 	Plan  []Split
 	Owned ownedSubscriptions
+	Risks attemptRisks
 }
 
 func (fn *prepareFn) ProcessElement(ctx context.Context, _ []byte, emit func(Split)) error {
 	cfg := fn.Cfg
-	cfg.owned = fn.Owned
+	cfg.owned, cfg.risks = fn.Owned, fn.Risks
 	adm, err := newAdmin(ctx, cfg)
 	if err != nil {
 		return err

@@ -86,12 +86,13 @@ func read(s beam.Scope, cfg Config) (beam.PCollection, beam.PCollection, error) 
 		return fail(err)
 	}
 	plan := planSplits(cfg.Subscriptions, cfg.Ordering, cfg.Splits)
+	cfg.risks = cfg.attemptRisks()
 
 	// The prepare step (describe, check, create, seek) runs once per job and
 	// emits one element per split only once it succeeded; the reshuffle
 	// spreads the splits over workers and commits them, so no split reads
 	// before the prepare step is done.
-	prepared, err := beam.TryParDo(s, &prepareFn{Cfg: cfg, Plan: plan, Owned: cfg.owned}, beam.Impulse(s))
+	prepared, err := beam.TryParDo(s, &prepareFn{Cfg: cfg, Plan: plan, Owned: cfg.owned, Risks: cfg.risks}, beam.Impulse(s))
 	if err != nil {
 		return fail(fmt.Errorf("pubsubio.Read: %w", err))
 	}
@@ -106,7 +107,7 @@ func read(s beam.Scope, cfg Config) (beam.PCollection, beam.PCollection, error) 
 	if err != nil {
 		return fail(fmt.Errorf("pubsubio.Read: %w", err))
 	}
-	if cfg.bounded() && len(cfg.owned.Subscriptions) > 0 {
+	if cfg.owned.Generated {
 		deleteWhenDone(s, cfg, out[0])
 	}
 	return out[0], out[1], nil

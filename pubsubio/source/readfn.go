@@ -120,7 +120,7 @@ func (fn *readFn) runBundle(ctx context.Context, we *watermarkEstimator, rt *sdf
 	rest := rt.GetRestriction().(Restriction)
 	key := splitKey{read: fn.ReadID, index: split.Index}
 	r, rs := readers.reader(key, split, fn.Cfg)
-	defer rs.stats.flush(ctx, rs.budget)
+	defer rs.flush(ctx)
 
 	share := splitShare(fn.Cfg.MaxMessages, split.Index, fn.SplitCount, len(fn.Cfg.Subscriptions))
 	limit := fn.Cfg.MaxRecordsPerBundle
@@ -167,7 +167,7 @@ func (fn *readFn) runBundle(ctx context.Context, we *watermarkEstimator, rt *sdf
 		// subscription or an unreachable Pub/Sub also looks idle: the read
 		// ends only once its subscription answers.
 		if err := r.confirmSubscription(ctx); err != nil {
-			r.abandonBundle(rest.Seq)
+			r.abandonBundle(rest.Seq, nil)
 			return sdf.StopProcessing(), err
 		}
 	}
@@ -194,18 +194,20 @@ type emitted struct {
 // emitBatch claims and emits batch. A message that did not decode follows
 // DecodePolicy, and one behind watermark, what the split last reported,
 // LatePolicy. Under DecodeFail it fails the bundle; so does a downstream
-// failure (a panic out of emit). Either way everything this bundle emitted
-// goes back to Pub/Sub at once, because the runner will discard this
-// bundle's output.
+// failure (a panic out of emit). Either way the runner discards this
+// bundle's output: the message that failed goes back to Pub/Sub at once,
+// and the rest of what the bundle emitted stays for the retry (requeue.go).
 func (fn *readFn) emitBatch(r *splitReader, rt *sdf.LockRTracker, seq int64, watermark time.Time, batch []*delivery, emit emitFn, dead deadFn) (out emitted, err error) {
+	var current *delivery // the one being emitted: a panic is its failure
 	defer func() {
 		if p := recover(); p != nil {
-			r.abandonBundle(seq)
+			r.abandonBundle(seq, current)
 			panic(p)
 		}
 	}()
 	st := r.stats
 	for _, d := range batch {
+		current = d
 		if d.err != nil {
 			st.add(decodeFailures, 1)
 			switch fn.Cfg.DecodePolicy {
@@ -218,13 +220,13 @@ func (fn *readFn) emitBatch(r *splitReader, rt *sdf.LockRTracker, seq int64, wat
 				// Claimed, so acked with the bundle; emitted below only as a
 				// dead letter.
 			default:
-				r.abandonBundle(seq)
+				r.abandonBundle(seq, d)
 				return emitted{}, fmt.Errorf("pubsubio.Read: message %s from %s cannot be decoded, so the bundle fails and the message is redelivered: fix the publisher, or set DecodePolicy %s, %s or %s: %w",
 					d.msg.ID, d.msg.Subscription, DecodeDrop, DecodeNack, DecodeDeadLetter, d.err)
 			}
 		}
 		if !rt.TryClaim(&d.ackID) {
-			r.abandonBundle(seq)
+			r.abandonBundle(seq, nil)
 			return emitted{}, fmt.Errorf("pubsubio.Read: split %d of %s could not claim a message: %w", r.split.Index, r.split.Subscription, rt.GetError())
 		}
 		out.claimed = append(out.claimed, d.ackID)

@@ -38,16 +38,20 @@ type readState struct {
 	budget    *budget
 	givenBack *givenBack
 	stats     *stats
-	users     int
+	holds     holdState
+	// maxExtension is the read's MaxExtension: the hold bound (holds.go).
+	maxExtension time.Duration
+	users        int
 }
 
 func newReadState(cfg Config) *readState {
 	s := newStats()
 	return &readState{
-		readers:   map[int]*splitReader{},
-		budget:    newBudget(cfg.BufferMaxMessages, cfg.BufferMaxBytes),
-		givenBack: newGivenBack(cfg.WatermarkWindow, s),
-		stats:     s,
+		readers:      map[int]*splitReader{},
+		budget:       newBudget(cfg.BufferMaxMessages, cfg.BufferMaxBytes),
+		givenBack:    newGivenBack(cfg.WatermarkWindow, s),
+		stats:        s,
+		maxExtension: cfg.MaxExtension,
 	}
 }
 
@@ -193,18 +197,25 @@ func (g *registry) startJanitorLocked(leaseIdle time.Duration) {
 	}
 }
 
-// releaseIdle releases every split not polled for its read's LeaseIdle.
+// releaseIdle releases every split not polled for its read's LeaseIdle,
+// and bounds the holds of the others (holds.go).
 func (g *registry) releaseIdle() {
 	now := g.now()
 	g.mu.Lock()
 	var idle []*splitReader
 	for _, rs := range g.reads {
+		var oldest time.Time
 		for i, r := range rs.readers {
 			if r.idleSince(now.Add(-r.cfg.LeaseIdle)) {
 				idle = append(idle, r)
 				delete(rs.readers, i)
+				continue
+			}
+			if t := r.enforceHoldBound(now); !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
+				oldest = t
 			}
 		}
+		rs.holds.record(context.Background(), oldest, now, rs.maxExtension)
 	}
 	g.mu.Unlock()
 	for _, r := range idle {

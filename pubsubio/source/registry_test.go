@@ -47,13 +47,24 @@ func (h *registryHarness) conn(index int) *fakePuller {
 	return s
 }
 
+// pollOne starts split 0 of cfg under key, released when the test ends,
+// and returns its reader, its receive and the receive's context.
+func (h *registryHarness) pollOne(key splitKey, cfg Config) (*splitReader, *receiveRun, context.Context) {
+	h.t.Helper()
+	r, _ := h.g.reader(key, planSplits(cfg.Subscriptions, cfg.Ordering, 1)[0], cfg)
+	h.t.Cleanup(func() { r.release(nackedRelease) })
+	run := pollRun(h.t, r)
+	return r, run, h.conn(0).nextReceive(h.t)
+}
+
 // registryConfig keeps LeaseIdle long, so the registry's own janitor (which
 // ticks at a quarter of it, in real time) never fires during a test: only
-// the test's releaseIdle calls, with the hand-moved clock, release.
+// the test's releaseIdle calls, with the hand-moved clock, release. Its
+// MaxExtension, the hold bound, is longer than the tests move the clock.
 func registryConfig(t *testing.T, edit func(*Config)) Config {
 	return testConfig(t, func(c *Config) {
 		c.Subscriptions = testSubs(2)
-		c.LeaseIdle = time.Hour
+		c.LeaseIdle, c.MaxExtension = time.Hour, 24*time.Hour
 		if edit != nil {
 			edit(c)
 		}
@@ -121,10 +132,7 @@ func TestRegistryDoesNotReleaseBeforeLeaseIdle(t *testing.T) {
 	h := newRegistryHarness(t)
 	cfg := registryConfig(t, nil)
 	key := splitKey{read: "read-1", index: 0}
-	r, _ := h.g.reader(key, planSplits(cfg.Subscriptions, cfg.Ordering, 1)[0], cfg)
-	t.Cleanup(func() { r.release(nackedRelease) })
-	run := pollRun(t, r)
-	ctx := h.conn(0).nextReceive(t)
+	r, run, ctx := h.pollOne(key, cfg)
 	held := deliverN(r, run, "m", 1)
 
 	h.clock.advance(cfg.LeaseIdle) // exactly LeaseIdle: not yet
@@ -136,6 +144,40 @@ func TestRegistryDoesNotReleaseBeforeLeaseIdle(t *testing.T) {
 	if got, _ := h.g.reader(key, Split{}, cfg); got != r {
 		t.Error("the reader was replaced")
 	}
+}
+
+// A split whose bundle runs longer than LeaseIdle (a stage fused after the
+// read stalls in it) is in use, not idle: nothing it holds is given back,
+// since the bundle needs it when it ends. LeaseIdle counts from the end.
+func TestRegistryDoesNotReleaseASplitWhileItsBundleRuns(t *testing.T) {
+	h := newRegistryHarness(t)
+	cfg := registryConfig(t, nil)
+	r, run, ctx := h.pollOne(splitKey{read: "read-1", index: 0}, cfg)
+	held := deliverN(r, run, "m", 2)
+	batch, err := r.beginBundle(context.Background(), Restriction{Owner: processID}, 1)
+	if err != nil || len(batch) != 1 {
+		t.Fatalf("beginBundle: %d deliveries, %v; want 1", len(batch), err)
+	}
+
+	h.clock.advance(3 * cfg.LeaseIdle)
+	h.g.releaseIdle()
+	for i, fh := range held {
+		fh.check(t, fmt.Sprintf("m%d while the bundle runs", i), 0, 0)
+	}
+	if isDone(ctx) {
+		t.Error("the split was released while its bundle ran")
+	}
+
+	r.endBundle(nil, cfg.watermarkPolicy())
+	h.clock.advance(cfg.LeaseIdle)
+	h.g.releaseIdle()
+	held[1].check(t, "m1 LeaseIdle after the bundle ended", 0, 0)
+	h.clock.advance(time.Millisecond)
+	h.g.releaseIdle()
+	for i, fh := range held {
+		fh.check(t, fmt.Sprintf("m%d once idle after the bundle", i), 0, 1)
+	}
+	awaitDone(t, "the split idle after its bundle", ctx)
 }
 
 // The buffer budget is per read per process: two splits of one read share

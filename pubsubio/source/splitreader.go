@@ -33,9 +33,13 @@ type splitReader struct {
 	conn     puller
 	running  *receiveRun
 	stopping *receiveRun // stopped by stopLocked, its Receive not yet returned
-	// lastPolled is when a bundle last ran (or the registry handed the
-	// reader out): LeaseIdle counts from it.
+	// lastPolled is when a bundle last began or ended (or the registry
+	// handed the reader out): LeaseIdle counts from it, and not while a
+	// bundle runs (inBundle), however long a stage fused after the read
+	// keeps it: the split is in use, and what it holds is needed when the
+	// bundle ends.
 	lastPolled time.Time
+	inBundle   bool
 	// lastArrival is the latest delivery or (re)start of the subscriber,
 	// whichever is later: idleness counts only time spent listening
 	// (stateLocked), so a split withholding deliveries, or stopped at the
@@ -283,9 +287,10 @@ func (r *splitReader) touch() {
 	r.lastPolled = r.now()
 }
 
-// idleSince reports whether the split has not been polled since t.
+// idleSince reports whether the split has not been polled since t and
+// runs no bundle.
 func (r *splitReader) idleSince(t time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.lastPolled.Before(t)
+	return !r.inBundle && r.lastPolled.Before(t)
 }

@@ -18,17 +18,29 @@ import (
 // TopicSubscriptionOptions name and configure the subscriptions a read
 // creates for Config.Topics. The zero value is a good default: a name
 // generated at construction, the labels below, and a subscription that
-// expires a day after its last reader went away.
+// expires a day after its last reader went away, or is deleted when the
+// read is done.
 type TopicSubscriptionOptions struct {
 	// Name names the subscriptions: topic T's is
 	// projects/<T's project>/subscriptions/<Name>-<T's ID>. Give one to keep
-	// an unbounded job's subscriptions across redeployments: a new job with
-	// the same Name reads on where the old one stopped. Share it with no
-	// other job: two jobs reading one subscription split its messages. If
-	// empty, a name is generated when the pipeline is built,
-	// "pubsubio-" and 10 random characters, so every construction reads
-	// from subscriptions of its own.
+	// the subscriptions across runs: the read never deletes a subscription
+	// of a Name it was given, so the next run of a periodic job, or a
+	// redeployed one, reads on where the last stopped and loses nothing
+	// published in between. If empty, a name is generated when the
+	// pipeline is built, "pubsubio-" and 10 random characters, so every
+	// construction reads from subscriptions of its own, which the read
+	// deletes once it is done: a bounded read once it finished, an
+	// unbounded one once a drain acked its last message (a cancelled job's
+	// expire after their TTL; README, Reading topics, finds them).
 	Name string
+
+	// Shared lets the read consume a subscription of its Name that
+	// pubsubio created for another job (its label pubsubio-job names
+	// another): the jobs then split its messages. Without it the prepare
+	// step refuses such a subscription, naming the other job. Either way
+	// the read marks the subscription with its own labels, so a read that
+	// generated its name does not delete it from under this one.
+	Shared bool
 
 	// Create is how the subscriptions are created; Create.Topic must be
 	// left empty (each topic of Topics fills it). If ExpirationTTL and
@@ -39,9 +51,11 @@ type TopicSubscriptionOptions struct {
 	// added to created-by=pubsubio, pubsubio-name=<Name>,
 	// pubsubio-read=<an ID generated at construction> and, with the
 	// --job_name flag, pubsubio-job=<job name>, so an operator can find
-	// them (README, Reading topics); those keys are reserved. A bounded
-	// read deletes only subscriptions carrying its own pubsubio-read label:
-	// one that already existed under the name is read and left.
+	// them (README, Reading topics); those keys are reserved, and so is
+	// pubsubio-shared, set on a subscription read under Shared. A read
+	// deletes only subscriptions of a generated name that carry its own
+	// pubsubio-read label: one that already existed under the name is read
+	// and left.
 	Create SubscriptionCreateOptions
 }
 
@@ -49,32 +63,50 @@ type TopicSubscriptionOptions struct {
 // read creates for topics: Pub/Sub's minimum.
 const DefaultTopicSubscriptionTTL = minExpirationTTL
 
-// The labels every subscription created for a topic carries. labelRead's
-// value is generated once per construction: it marks the subscriptions
-// this read created, which are the only ones its cleanup deletes.
+// The labels every subscription created for a topic carries (README,
+// Reading topics): created-by=pubsubio, the TopicSubscriptions.Name, the
+// job (--job_name, if set) and the read. LabelRead's value is generated
+// once per construction: it marks the subscriptions this read created, or
+// has read since (owners.go), which are the only ones its cleanup deletes.
+// LabelShared is set on one read under TopicSubscriptions.Shared. Tools
+// that find the subscriptions of jobs that are gone
+// (cmd/pubsubio-orphans) read them.
 const (
-	labelCreatedBy      = "created-by"
-	labelCreatedByValue = "pubsubio"
-	labelName           = "pubsubio-name"
-	labelJob            = "pubsubio-job"
-	labelRead           = "pubsubio-read"
+	LabelCreatedBy      = "created-by"
+	LabelCreatedByValue = "pubsubio"
+	LabelName           = "pubsubio-name"
+	LabelJob            = "pubsubio-job"
+	LabelRead           = "pubsubio-read"
+	LabelShared         = "pubsubio-shared"
 )
 
 // reservedLabels are the label keys the read sets itself.
-var reservedLabels = []string{labelCreatedBy, labelName, labelJob, labelRead}
+var reservedLabels = []string{LabelCreatedBy, LabelName, LabelJob, LabelRead, LabelShared}
 
 // ownedSubscriptions are the subscriptions a read creates for its topics,
-// in the order of Topics, and the value of labelRead it creates them with.
-// The prepare and cleanup steps get them as a field of their own (a
-// DoFn's Config travels without its unexported fields): the prepare step
-// checks each one's topic, and the cleanup deletes those that carry Label.
+// in the order of Topics, the value of LabelRead it creates them with, and
+// whether their name was generated. The prepare and cleanup steps get them
+// as a field of their own (a DoFn's Config travels without its unexported
+// fields): the prepare step checks each one's topic and owner, and the
+// cleanup of a generated name deletes those that carry Label.
 type ownedSubscriptions struct {
 	Subscriptions []model.Subscription
 	Label         string
+	Generated     bool
 }
 
 // generatedNamePrefix starts every generated TopicSubscriptions.Name.
 const generatedNamePrefix = "pubsubio-"
+
+// IsGeneratedName reports whether name has the form of a
+// TopicSubscriptions.Name the read generated: "pubsubio-" and 10 of
+// randomID's characters. The read deletes the subscriptions of such a
+// name once it is done; those of a name the user gave are kept for the
+// next run.
+func IsGeneratedName(name string) bool {
+	id, ok := strings.CutPrefix(name, generatedNamePrefix)
+	return ok && len(id) == randomIDLength && strings.Trim(id, randomIDAlphabet) == ""
+}
 
 // maxSubscriptionID is Pub/Sub's longest subscription ID.
 const maxSubscriptionID = 255
@@ -83,7 +115,7 @@ const maxSubscriptionID = 255
 // to Subscriptions and its creation to Setup, Topics cleared and the added
 // subscriptions in owned; or what is wrong with Topics and
 // TopicSubscriptions. It generates TopicSubscriptions.Name when it is
-// empty, and the read's labelRead value: this runs once per construction,
+// empty, and the read's LabelRead value: this runs once per construction,
 // and both travel to the workers inside the configuration.
 func (cfg Config) withTopics() (Config, []error) {
 	if len(cfg.Topics) == 0 {
@@ -93,7 +125,8 @@ func (cfg Config) withTopics() (Config, []error) {
 		return cfg, nil
 	}
 	o := &cfg.TopicSubscriptions
-	if o.Name == "" {
+	generated := o.Name == ""
+	if generated {
 		o.Name = generatedNamePrefix + randomID()
 	}
 	errs := reservedLabelErrors(o.Create.Labels)
@@ -103,7 +136,7 @@ func (cfg Config) withTopics() (Config, []error) {
 	if len(errs) > 0 {
 		return cfg, errs
 	}
-	cfg.owned = ownedSubscriptions{Subscriptions: cfg.topicSubscriptions(), Label: label}
+	cfg.owned = ownedSubscriptions{Subscriptions: cfg.topicSubscriptions(), Label: label, Generated: generated}
 	setup := make([]SubscriptionSetup, len(cfg.Topics))
 	for i, t := range cfg.Topics {
 		setup[i] = SubscriptionSetup{Subscription: cfg.owned.Subscriptions[i], Create: o.Create}
@@ -179,10 +212,7 @@ func (cfg Config) validateTopics() []error {
 // It returns nil when name is not one of the read's topic subscriptions,
 // or is on the topic the read creates it for.
 func (cfg Config) wrongTopic(name string, desc *pubsubpb.Subscription) error {
-	for _, sub := range cfg.owned.Subscriptions {
-		if sub.String() != name {
-			continue
-		}
+	if sub, ok := cfg.ownedNamed(name); ok {
 		want := cfg.setupFor(sub).Create.Topic
 		if desc.GetTopic() == want.String() {
 			return nil
@@ -195,14 +225,16 @@ func (cfg Config) wrongTopic(name string, desc *pubsubpb.Subscription) error {
 	return nil
 }
 
-// createdBy reports whether desc carries o's labelRead: whether this read
+// createdBy reports whether desc carries o's LabelRead: whether this read
 // created it.
 func (o ownedSubscriptions) createdBy(desc *pubsubpb.Subscription) bool {
-	return o.Label != "" && desc.GetLabels()[labelRead] == o.Label
+	return o.Label != "" && desc.GetLabels()[LabelRead] == o.Label
 }
 
 // isZero reports whether no option is set.
-func (o TopicSubscriptionOptions) isZero() bool { return o.Name == "" && o.Create.IsZero() }
+func (o TopicSubscriptionOptions) isZero() bool {
+	return o.Name == "" && !o.Shared && o.Create.IsZero()
+}
 
 // reservedLabelErrors names each of labels, the user's
 // TopicSubscriptions.Create.Labels, whose key the read sets itself.
@@ -211,7 +243,7 @@ func reservedLabelErrors(labels map[string]string) []error {
 	for _, k := range reservedLabels {
 		if v, ok := labels[k]; ok {
 			errs = append(errs, fmt.Errorf("TopicSubscriptions.Create.Labels[%q] = %q: the key is reserved, the read sets it on the subscriptions it creates "+
-				"(README, Reading topics; %s=<an ID of this read> is how a bounded read tells the subscriptions it may delete); use another key", k, text.Truncate(v, maxQuotedValue), labelRead))
+				"(README, Reading topics; %s=<an ID of this read> is how a bounded read tells the subscriptions it may delete); use another key", k, text.Truncate(v, maxQuotedValue), LabelRead))
 		}
 	}
 	return errs
@@ -220,7 +252,7 @@ func reservedLabelErrors(labels map[string]string) []error {
 // withTopicDefaults fills the options a read's own subscriptions get by
 // default: the shortest expiration Pub/Sub allows, a retention within it,
 // and the labels that say who made them; read is this construction's
-// labelRead value.
+// LabelRead value.
 func (o SubscriptionCreateOptions) withTopicDefaults(name, read string) SubscriptionCreateOptions {
 	if o.ExpirationTTL == 0 && !o.NeverExpire {
 		o.ExpirationTTL = DefaultTopicSubscriptionTTL
@@ -232,25 +264,33 @@ func (o SubscriptionCreateOptions) withTopicDefaults(name, read string) Subscrip
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[labelCreatedBy] = labelCreatedByValue
-	labels[labelName] = labelValue(name)
-	labels[labelRead] = read
+	labels[LabelCreatedBy] = LabelCreatedByValue
+	labels[LabelName] = labelValue(name)
+	labels[LabelRead] = read
 	if job := flag.Lookup("job_name"); job != nil && job.Value.String() != "" {
-		labels[labelJob] = labelValue(job.Value.String())
+		labels[LabelJob] = JobLabel(job.Value.String())
 	}
 	o.Labels = labels
 	return o
 }
 
-// randomID is 10 random lowercase letters and digits (50 bits): no other
-// construction makes the same.
+// JobLabel is the value of LabelJob on what a job named name (--job_name)
+// creates: name as a valid label value (labels.go, labelValue).
+func JobLabel(name string) string { return labelValue(name) }
+
+// randomID is randomIDLength random lowercase letters and digits (50
+// bits): no other construction makes the same.
 func randomID() string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
-	var b [10]byte
+	var b [randomIDLength]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
 	var s strings.Builder
 	for _, c := range b {
-		s.WriteByte(alphabet[c%32])
+		s.WriteByte(randomIDAlphabet[c%32])
 	}
 	return s.String()
 }
+
+const (
+	randomIDLength   = 10
+	randomIDAlphabet = "abcdefghijklmnopqrstuvwxyz234567"
+)

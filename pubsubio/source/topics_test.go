@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,22 @@ func (f *fakeAdmin) deleteSubscription(_ context.Context, name string) error {
 		return status.Error(codes.NotFound, "Resource not found (resource="+name+").")
 	}
 	delete(f.subs, name)
+	return nil
+}
+
+// updateLabels makes fakeAdmin replace a subscription's labels.
+func (f *fakeAdmin) updateLabels(_ context.Context, name string, labels map[string]string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.log = append(f.log, "update "+name)
+	if err := f.errs["update "+name]; err != nil {
+		return err
+	}
+	s, ok := f.subs[name]
+	if !ok {
+		return status.Error(codes.NotFound, "Resource not found (resource="+name+").")
+	}
+	s.Labels = maps.Clone(labels)
 	return nil
 }
 
@@ -65,7 +82,7 @@ func TestTopicsBecomeSubscriptionsOfTheRead(t *testing.T) {
 	if len(cfg.owned.Label) != 10 {
 		t.Errorf("the read's label %q, want 10 random characters", cfg.owned.Label)
 	}
-	wantLabels := map[string]string{labelCreatedBy: labelCreatedByValue, labelName: "nightly", labelRead: cfg.owned.Label, "team": "billing"}
+	wantLabels := map[string]string{LabelCreatedBy: LabelCreatedByValue, LabelName: "nightly", LabelRead: cfg.owned.Label, "team": "billing"}
 	for i, topic := range []model.Topic{ordersTopic, returnsTopic} {
 		setup := cfg.setupFor(wantOwned[i])
 		c := setup.Create
@@ -101,11 +118,16 @@ func TestTopicSubscriptionNameGeneratedPerConstruction(t *testing.T) {
 	}
 	for _, cfg := range []Config{a, b} {
 		name, sub := cfg.TopicSubscriptions.Name, cfg.owned.Subscriptions[0]
-		if !strings.HasPrefix(name, generatedNamePrefix) || len(name) != len(generatedNamePrefix)+10 || sub.ID != name+"-orders" {
+		if !IsGeneratedName(name) || sub.ID != name+"-orders" {
 			t.Errorf("generated name %q, subscription %s; want %s and 10 characters, then -orders", name, sub, generatedNamePrefix)
 		}
-		if got := cfg.setupFor(sub).Create.Labels; got[labelName] != name || got[labelRead] != cfg.owned.Label {
-			t.Errorf("labels %v, want %s the generated name %q and %s the read's %q", got, labelName, name, labelRead, cfg.owned.Label)
+		if got := cfg.setupFor(sub).Create.Labels; got[LabelName] != name || got[LabelRead] != cfg.owned.Label {
+			t.Errorf("labels %v, want %s the generated name %q and %s the read's %q", got, LabelName, name, LabelRead, cfg.owned.Label)
+		}
+	}
+	for _, name := range []string{"nightly", "pubsubio-", "pubsubio-abcdefghi", "pubsubio-abcdefghij1", "pubsubio-ABCDEFGHIJ", "pubsubio-abcdefghi1"} {
+		if IsGeneratedName(name) {
+			t.Errorf("IsGeneratedName(%q), want false", name)
 		}
 	}
 	c, d := build("nightly"), build("nightly")
@@ -120,7 +142,7 @@ func TestTopicSubscriptionNameGeneratedPerConstruction(t *testing.T) {
 func TestTopicSubscriptionReservedLabelsRefused(t *testing.T) {
 	cfg := validConfig()
 	cfg.Topics = []model.Topic{ordersTopic}
-	cfg.TopicSubscriptions.Create.Labels = map[string]string{labelRead: "abc", labelCreatedBy: "me", "team": "billing"}
+	cfg.TopicSubscriptions.Create.Labels = map[string]string{LabelRead: "abc", LabelCreatedBy: "me", "team": "billing"}
 	_, err := cfg.withDefaults()
 	if !errors.Is(err, construct.ErrInvalidConfig) {
 		t.Fatalf("withDefaults: %v, want ErrInvalidConfig", err)
@@ -190,7 +212,7 @@ func TestDeleteOwnedSubscriptions(t *testing.T) {
 	created, gone, denied, foreign, another := sub("orders"), sub("gone"), sub("denied"), sub("foreign"), sub("another")
 	owned := ownedSubscriptions{Subscriptions: []model.Subscription{created, gone, denied, foreign, another}, Label: "thisread00"}
 	labelled := func(value string) func(*pubsubpb.Subscription) {
-		return func(s *pubsubpb.Subscription) { s.Labels = map[string]string{labelRead: value} }
+		return func(s *pubsubpb.Subscription) { s.Labels = map[string]string{LabelRead: value} }
 	}
 	adm := newFakeAdmin(existingSub(created, labelled(owned.Label)), existingSub(denied, labelled(owned.Label)),
 		existingSub(foreign, nil), existingSub(another, labelled("otherread0")))

@@ -100,10 +100,11 @@ func TestTracingGivenBack(t *testing.T) {
 	m := msg("m0", "data")
 	m.Attributes = attrs
 	deliverTo(h.r, run, m, &fakeHandle{}, "ack-m0")
-	if got := drain(h.r, 10, 1); len(got) != 1 {
+	got := drain(h.r, 10, 1)
+	if len(got) != 1 {
 		t.Fatalf("drained %d, want 1", len(got))
 	}
-	h.r.abandonBundle(1)
+	h.r.abandonBundle(1, got[0])
 	spans := tracingtest.Named(rec, model.SubscriptionOf("pubsubio-test", "sub-0").ID+" receive")
 	if len(spans) != 1 {
 		t.Fatalf("%d receive spans ended, want 1", len(spans))

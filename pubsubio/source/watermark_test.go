@@ -167,12 +167,12 @@ func TestWatermarkFromSplitReader(t *testing.T) {
 	step("the clock minus the largest lag and lateness", t0.Add(-1200*time.Millisecond))
 	h.clock.advance(5 * time.Second)
 	step("still buffered: a holds it", t0.Add(-200*time.Millisecond))
-	drain(h.r, 10, 0)
+	emitted := drain(h.r, 10, 0)
 	step("emitted: it follows the clock", t0.Add(5*time.Second-1200*time.Millisecond))
 
-	// A failed bundle gives a and b back: until they arrive again, a's event
-	// time holds it.
-	h.r.abandonBundle(0)
+	// A bundle failed on a gives it back, and keeps b for the retry: until a
+	// arrives again, its event time holds it.
+	h.r.abandonBundle(0, emitted[0])
 	h.clock.advance(5 * time.Second)
 	step("given back, not seen again: held", t0.Add(-200*time.Millisecond))
 	deliverTo(h.r, run, &pubsub.Message{ID: "a", PublishTime: t0.Add(-200 * time.Millisecond)}, &fakeHandle{}, "ack-a2")

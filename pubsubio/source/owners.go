@@ -1,0 +1,107 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+)
+
+// Owners: the labels on a subscription pubsubio created for a topic say
+// which job (pubsubio-job) and which read (pubsubio-read) it is for. Two
+// jobs reading one subscription split its messages, and a read whose name
+// was generated deletes its subscription when done, so the prepare step
+// refuses a subscription created for another job unless
+// TopicSubscriptions.Shared says to read it together (ownerRejection), and
+// marks an existing one with its own labels (markOwned) where that
+// matters: a read deletes only what carries its own pubsubio-read label,
+// so once marked, the read of a generated name that created it no longer
+// deletes it from under this one; and the job label of one read under
+// Shared names the last job to read it, and pubsubio-shared says there
+// were others (cmd/pubsubio-orphans keeps it).
+
+// ownerRejection returns why name, one of the read's own topic
+// subscriptions as described by desc, cannot be read: pubsubio created it
+// for another job and TopicSubscriptions.Shared is not set. Jobs are told
+// apart by their --job_name (pubsubio-job); two runs without one are
+// taken for the same job. It returns nil for any other subscription.
+func (cfg Config) ownerRejection(name string, desc *pubsubpb.Subscription) error {
+	sub, ok := cfg.ownedNamed(name)
+	if !ok || cfg.TopicSubscriptions.Shared {
+		return nil
+	}
+	labels := desc.GetLabels()
+	theirs, ours := labels[LabelJob], cfg.setupFor(sub).Create.Labels[LabelJob]
+	if labels[LabelCreatedBy] != LabelCreatedByValue || theirs == ours {
+		return nil
+	}
+	return fmt.Errorf("subscription %s cannot be read: pubsubio created it for job %q (its label %s), and this job is %q: "+
+		"two jobs reading one subscription split its messages, and a read whose name was generated deletes its subscription when done; "+
+		"give this read another TopicSubscriptions.Name, set TopicSubscriptions.Shared to read it together with %q, or, if that job is gone, delete the subscription "+
+		"(gcloud pubsub subscriptions delete %s --project=%s; README, Reading topics, finds the subscriptions of jobs that are gone)",
+		name, theirs, LabelJob, ours, theirs, sub.ID, sub.Project)
+}
+
+// ownedNamed returns the read's own topic subscription named name.
+func (cfg Config) ownedNamed(name string) (model.Subscription, bool) {
+	for _, sub := range cfg.owned.Subscriptions {
+		if sub.String() == name {
+			return sub, true
+		}
+	}
+	return model.Subscription{}, false
+}
+
+// claimedLabels returns desc's labels marked as this read's, and whether
+// they need to be: desc is one of the read's own topic subscriptions that
+// pubsubio created for another read, of a generated name (which that read
+// deletes when done) or for another job (read under Shared). Another run
+// of the same job with the Name it was given leaves them: nobody deletes
+// it. One made by hand keeps the user's labels.
+func (cfg Config) claimedLabels(sub model.Subscription, desc *pubsubpb.Subscription) (map[string]string, bool) {
+	labels := desc.GetLabels()
+	if labels[LabelCreatedBy] != LabelCreatedByValue || labels[LabelRead] == cfg.owned.Label {
+		return nil, false
+	}
+	ours := cfg.setupFor(sub).Create.Labels
+	if labels[LabelJob] == ours[LabelJob] && !IsGeneratedName(labels[LabelName]) {
+		return nil, false
+	}
+	claimed := maps.Clone(labels)
+	claimed[LabelRead] = cfg.owned.Label
+	if job, ok := ours[LabelJob]; ok {
+		claimed[LabelJob] = job
+	} else {
+		delete(claimed, LabelJob)
+	}
+	if labels[LabelJob] != ours[LabelJob] {
+		claimed[LabelShared] = "true" // read under Shared by another job too
+	}
+	return claimed, true
+}
+
+// markOwned marks t, one of the read's own topic subscriptions that existed,
+// with this read's labels (claimedLabels).
+func markOwned(ctx context.Context, adm admin, cfg Config, t prepareTarget) error {
+	labels, changed := cfg.claimedLabels(t.sub, t.desc)
+	if !changed {
+		return nil
+	}
+	err := adm.updateLabels(ctx, t.sub.String(), labels)
+	switch status.Code(err) {
+	case codes.OK:
+		return nil
+	case codes.PermissionDenied:
+		return fmt.Errorf("permission denied labelling %s as this read's: the workers' credentials need pubsub.subscriptions.update on it (roles/pubsub.editor), "+
+			"so that the read that created it does not delete it from under this one: %w", t.sub, err)
+	case codes.InvalidArgument, codes.Unimplemented:
+		return fmt.Errorf("labelling %s as this read's: the server cannot update a subscription's labels (the Pub/Sub emulator cannot), "+
+			"so the read that created it could delete it from under this one; give this read another TopicSubscriptions.Name: %w", t.sub, err)
+	}
+	return fmt.Errorf("labelling %s as this read's: %w", t.sub, err)
+}
