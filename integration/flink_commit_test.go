@@ -245,7 +245,7 @@ func TestFlinkCrashMatrix(t *testing.T) {
 			}
 			runner := f.RunnerArgs
 			if fault.process {
-				runner = func() []string { return f.ProcessRunnerArgs(boot, bin) }
+				runner = func() []string { return processArgs(t, f, boot, bin) }
 			}
 			extra := append([]string{"--allowed_lateness=30m"}, fault.extra...)
 			submit := func() *crash.Process {

@@ -57,7 +57,8 @@ func TestFlinkReadWrite(t *testing.T) {
 			start := time.Now()
 			p := crash.Start(t, bin, "submitter", append(f.RunnerArgs(), c.Args("--idle_timeout=5s")...)...)
 			if err := p.Wait(flinkRunLimit); err != nil {
-				t.Fatalf("%v\nstderr tail:\n%s\njob server log tail:\n%s", err, crash.Tail(p.Stderr(), 3000), f.Log("jobserver", 6000))
+				t.Fatalf("%v\nstderr tail:\n%s\njob server log tail:\n%s\ntaskmanager-0 log tail:\n%s\ntaskmanager-1 log tail:\n%s",
+					err, crash.Tail(p.Stderr(), 3000), f.Log("jobserver", 6000), f.Log("taskmanager-0", 4000), f.Log("taskmanager-1", 4000))
 			}
 			if !strings.Contains(p.Stdout(), crash.DoneLine) {
 				t.Fatalf("the job ended without %q; stdout:\n%s", crash.DoneLine, p.Stdout())
@@ -244,6 +245,26 @@ func (p *phase) end(ctx context.Context, t *testing.T, f *flink.Flink, job strin
 	}
 }
 
+// processArgs are f's flags for a PROCESS environment running bin's
+// workers through boot.
+func processArgs(t *testing.T, f *flink.Flink, boot, bin string) []string {
+	t.Helper()
+	args, err := f.ProcessRunnerArgs(boot, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return args
+}
+
+// submitTo points this process's job submissions at f's job server, with
+// a LOOPBACK worker and the job name given, until the test ends: the
+// tests after it submit to Prism again.
+func submitTo(t *testing.T, f *flink.Flink, jobName string) {
+	endpoint, env, name := *jobopts.Endpoint, *jobopts.EnvironmentType, *jobopts.JobName
+	*jobopts.Endpoint, *jobopts.EnvironmentType, *jobopts.JobName = f.Endpoint, "LOOPBACK", jobName
+	t.Cleanup(func() { *jobopts.Endpoint, *jobopts.EnvironmentType, *jobopts.JobName = endpoint, env, name })
+}
+
 // runOnFlinkInProcess submits the pipeline build makes to f from this
 // process, which becomes its LOOPBACK worker, and waits until it runs.
 // build gets the emulator's connection and a ReadConfig with the commit
@@ -252,8 +273,7 @@ func runOnFlinkInProcess(ctx context.Context, t *testing.T, f *flink.Flink, name
 	t.Helper()
 	e := emulator.Require(t)
 	jobName := fmt.Sprintf("pubsubio-it-%s-%d", name, time.Now().UnixNano())
-	*jobopts.Endpoint, *jobopts.EnvironmentType, *jobopts.JobName = f.Endpoint, "LOOPBACK", jobName
-	t.Cleanup(func() { *jobopts.JobName = "" })
+	submitTo(t, f, jobName)
 	p, s := beam.NewPipelineWithRoot()
 	build(s, pubsubio.Connection{EmulatorEndpoint: e.Endpoint}, pubsubio.ReadConfig{
 		Commit: pubsubio.CommitFlinkCheckpoint,
@@ -288,9 +308,10 @@ func TestFlinkProcessEnvironment(t *testing.T) {
 	const n = 300
 	c := crash.NewTopology(t, e, "flink-process", n, nil)
 	start := time.Now()
-	p := crash.Start(t, bin, "submitter", append(f.ProcessRunnerArgs(boot, bin), c.Args("--idle_timeout=5s")...)...)
+	p := crash.Start(t, bin, "submitter", append(processArgs(t, f, boot, bin), c.Args("--idle_timeout=5s")...)...)
 	if err := p.Wait(flinkRunLimit); err != nil {
-		t.Fatalf("%v\nstderr tail:\n%s\njob server log tail:\n%s", err, crash.Tail(p.Stderr(), 3000), f.Log("jobserver", 6000))
+		t.Fatalf("%v\nstderr tail:\n%s\njob server log tail:\n%s\ntaskmanager-0 log tail:\n%s\ntaskmanager-1 log tail:\n%s",
+			err, crash.Tail(p.Stderr(), 3000), f.Log("jobserver", 6000), f.Log("taskmanager-0", 4000), f.Log("taskmanager-1", 4000))
 	}
 	if !strings.Contains(p.Stdout(), crash.DoneLine) {
 		t.Fatalf("the job ended without %q; stdout:\n%s", crash.DoneLine, p.Stdout())
@@ -327,7 +348,7 @@ func TestFlinkDeduplicateEnds(t *testing.T) {
 	e.Publish(t, topic, n, 64, func(i int) map[string]string { return map[string]string{"k": fmt.Sprint(i % 25)} })
 	out := e.CreateTopic(t, "flink-dedup-out")
 
-	*jobopts.Endpoint, *jobopts.EnvironmentType = f.Endpoint, "LOOPBACK"
+	submitTo(t, f, "")
 	conn := pubsubio.Connection{EmulatorEndpoint: e.Endpoint}
 	p, s := beam.NewPipelineWithRoot()
 	msgs := pubsubio.Read(s, pubsubio.ReadConfig{Subscriptions: []pubsubio.Subscription{sub}, MaxMessages: n, Commit: pubsubio.CommitResume, Connection: conn})

@@ -278,19 +278,6 @@ func (f *Flink) commitArgs() []string {
 	return []string{"--pubsubio_flink_rest=" + f.REST.Addr, fmt.Sprintf("--job_name=pubsubio-it-%d-%d", os.Getpid(), jobs.Add(1))}
 }
 
-// ProcessRunnerArgs are the flags that submit a Beam Go pipeline to this
-// Flink with SDK workers started by each TaskManager: boot is the Go SDK
-// container's boot program (github.com/apache/beam/sdks/v2/go/container,
-// built), which fetches worker (the pipeline's binary, staged by the
-// submitter) from the job server's artifact service and runs it. Unlike
-// LOOPBACK this works with a job's tasks on several TaskManagers
-// (Options.SpreadTasks).
-func (f *Flink) ProcessRunnerArgs(boot, worker string) []string {
-	config := `{"command":` + strconv.Quote(boot) + `}`
-	return append([]string{"--runner=flink", "--endpoint=" + f.Endpoint, "--environment_type=PROCESS",
-		"--environment_config=" + config, "--worker_binary=" + worker}, f.commitArgs()...)
-}
-
 // Options returns the options this Flink was started with.
 func (f *Flink) Options() Options { return f.opts }
 
