@@ -20,7 +20,7 @@ import (
 // The test checks that this is all it loses: every message of a window
 // that fired before the kill is on the output (none was dropped as late),
 // and every lost message is in a window still open at the kill. It logs
-// how many were lost; README, Delivery guarantee, says where the promise
+// how many were lost; docs/delivery.md, Delivery guarantee, says where the promise
 // holds.
 func TestCrashWindowedPipelineLosesOnlyOpenWindows(t *testing.T) {
 	t.Parallel() // mostly waiting for the emulator's redeliveries, on topics of its own

@@ -228,7 +228,7 @@ func busyTaskManager(t *testing.T, f *flink.Flink) int {
 // after the checkpoint it resumed from, and which had reached the output,
 // comes again. The windows allow 30 minutes of lateness: the messages the
 // failed worker held come back minutes later (the emulator strands them),
-// behind a watermark the restored job has moved on (README, Running on
+// behind a watermark the restored job has moved on (docs/runners.md, Running on
 // Flink). The faults run side by side: most of their time is that wait.
 func TestFlinkCrashMatrix(t *testing.T) {
 	e := emulator.Require(t)

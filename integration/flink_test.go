@@ -338,7 +338,7 @@ func TestFlinkProcessEnvironment(t *testing.T) {
 // cluster, without checkpoints: the job ends once the read has, with every
 // ID once. (Before the custom coders it failed in Java's MapCoder.) In
 // processing time, run once, the job did not end: the deduplicating stage
-// stayed RUNNING after its input ended (README, Running on Flink).
+// stayed RUNNING after its input ended (docs/runners.md, Running on Flink).
 func TestFlinkDeduplicateEnds(t *testing.T) {
 	f := flink.Start(t, flink.Options{})
 	e, srv := emulator.Fake(t)

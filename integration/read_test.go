@@ -52,7 +52,7 @@ func TestReadEveryMessageFromEverySubscription(t *testing.T) {
 		Splits:        6,
 		// Bounded by idleness only: with MaxMessages, a split that reaches
 		// its share gives back what it holds beyond it, and on the emulator
-		// some of that stays leased until its lease lapses (README, Known
+		// some of that stays leased until its lease lapses (docs/limits.md, Known
 		// limits), which would end the read with those still out.
 		IdleTimeout: 10 * time.Second,
 		Connection:  pubsubio.Connection{EmulatorEndpoint: e.Endpoint},
@@ -149,7 +149,7 @@ func TestReadCancelledGivesBackUncommitted(t *testing.T) {
 
 	// MaxDurationPerAckExtension bounds the stream's ack deadline, and so
 	// how long what pstest sent on the cancelled run's stream, and its
-	// client never read, stays out (README, Known limits): 10 s, not the
+	// client never read, stays out (docs/limits.md, Known limits): 10 s, not the
 	// client's 60 s.
 	p, first := readInto(t, pubsubio.ReadConfig{
 		Subscriptions: subs, LeaseIdle: time.Second, MaxDurationPerAckExtension: 10 * time.Second, Connection: conn,

@@ -22,7 +22,7 @@ import (
 // share; what a split holds beyond it is given back with a nack
 // (ModifyAckDeadline 0), and the client's shutdown nacks what it had not
 // handed over. On the emulator part of that stays leased until the lease
-// lapses (README, Known limits). On the service every message the read did
+// lapses (docs/limits.md, Known limits). On the service every message the read did
 // not emit must be available again at once.
 //
 // The bound, promptRedelivery, is measured from the moment the first job

@@ -14,7 +14,7 @@ import (
 // The emulator's part in every late redelivery these tests wait for, with
 // the raw client and no connector: a subscriber stopped early leaves
 // messages it never read unavailable to the next subscriber until the
-// emulator gives them back, in bursts, minutes later. README (Known limits)
+// emulator gives them back, in bursts, minutes later. docs/limits.md
 // and RELIABILITY.md cite what this test logs.
 const (
 	strandedBacklog = 20_000

@@ -61,7 +61,7 @@ func TestReadTopicBoundedDeletesItsSubscription(t *testing.T) {
 // topic, whose subscription under the name was made by hand, is read and
 // left too. On pstest: the emulator can hand messages published right
 // after a run ended to that run's closed stream and give them back minutes
-// later (tried: the second run received nothing in 3 minutes; README,
+// later (tried: the second run received nothing in 3 minutes; docs/limits.md,
 // Known limits).
 func TestReadTopicNamedKeepsItsSubscriptionAcrossRuns(t *testing.T) {
 	e, _ := emulator.Fake(t)

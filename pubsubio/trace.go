@@ -9,7 +9,7 @@ import (
 // TraceContext returns ctx carrying the trace context m carries in its
 // attributes: that of its receive span when ReadConfig.Tracing is on,
 // else its publisher's, if the publisher traced. A span user code starts
-// from it continues the message's trace. README, Tracing.
+// from it continues the message's trace. docs/tracing.md, Tracing.
 func TraceContext(ctx context.Context, m Message) context.Context {
 	return tracing.Extract(ctx, m.Attributes)
 }

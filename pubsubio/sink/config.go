@@ -199,7 +199,7 @@ type Config struct {
 	// span's context, so that a traced consumer continues the same trace.
 	// Spans go to the global TracerProvider, as the client's do. Default
 	// off: no span, no cost, and trace context a message carries is
-	// published as it is. README, Tracing.
+	// published as it is. docs/tracing.md, Tracing.
 	Tracing bool
 
 	// Connection says where and as whom to connect. The zero value is

@@ -66,7 +66,7 @@ func TryWrite(s beam.Scope, cfg Config, msgs beam.PCollection) (beam.PCollection
 //
 // The reason is Prism (Beam 2.77): a stage with no outputs waits for its
 // bundle in a busy loop, burning a core for as long as the bundle runs
-// (README, Known limits), and the writer's bundles last as long as Pub/Sub
+// (docs/limits.md, Known limits), and the writer's bundles last as long as Pub/Sub
 // takes to confirm them. An unconsumed Reshuffle alone does not help: Prism
 // drops it. On other runners the extra step carries nothing unless
 // messages are routed, and it gives routed messages their own commit point.

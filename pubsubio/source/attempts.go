@@ -11,7 +11,7 @@ import (
 // the first, and each redelivery after a nack or a lapsed lease. A
 // subscription with a dead-letter policy forwards a message once it used
 // up MaxDeliveryAttempts, whether or not it ever failed. The read spends
-// them only where it must (README, Delivery guarantee): flow control sized
+// them only where it must (docs/delivery.md, Delivery guarantee): flow control sized
 // from the budget (budget.go), no release while a bundle runs
 // (splitreader.go), a failed bundle's healthy messages kept for its retry
 // (requeue.go). What it still spends is counted here, and the prepare step
@@ -94,6 +94,6 @@ func (a attemptRisks) warning(name string, sub *pubsubpb.Subscription) string {
 	default:
 		return ""
 	}
-	return fmt.Sprintf("pubsubio.Read: subscription %s forwards a message to %s after %d delivery attempts, and this read may spend attempts on messages that did not fail: %s (README, Delivery guarantee)",
+	return fmt.Sprintf("pubsubio.Read: subscription %s forwards a message to %s after %d delivery attempts, and this read may spend attempts on messages that did not fail: %s (docs/delivery.md, Delivery guarantee)",
 		name, policy.GetDeadLetterTopic(), n, why)
 }

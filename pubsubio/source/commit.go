@@ -159,7 +159,7 @@ func (w *checkpointWatcher) poll() error {
 		}
 		if err := w.get(ctx, "/jobs/"+id+"/checkpoints/config", &cfg); err != nil || cfg.Interval <= 0 || cfg.Interval == 1<<63-1 {
 			return fmt.Errorf("the Flink job %s (%s) does not checkpoint (%v), so no output of the read is ever durable and no message may be acked: "+
-				"turn checkpointing on with the pipeline option checkpointingInterval (README, Running on Flink), or set Commit to %s: %w",
+				"turn checkpointing on with the pipeline option checkpointingInterval (docs/runners.md, Running on Flink), or set Commit to %s: %w",
 				id, w.job, err, CommitResume, errCheckpointingOff)
 		}
 		w.mu.Lock()

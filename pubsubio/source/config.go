@@ -52,7 +52,7 @@ type Config struct {
 	// is. A read of a generated name deletes the subscriptions it created
 	// once it is done (a bounded read's end, an unbounded one's drain), and
 	// only those; a cancelled job's expire a day after their last reader
-	// stopped; those of a Name the user gave are kept (README, Reading
+	// stopped; those of a Name the user gave are kept (docs/reading.md, Reading
 	// topics).
 	Topics []model.Topic
 
@@ -87,7 +87,7 @@ type Config struct {
 	// more than its budget holds, which it would give back for redelivery,
 	// spending a delivery attempt each. -1 means no limit. Summed over a
 	// worker's splits and streams, keep a value of your own under the
-	// budget (Read warns at construction when it may not be); README,
+	// budget (Read warns at construction when it may not be); docs/performance.md,
 	// Tuning.
 	MaxOutstandingMessages int
 	MaxOutstandingBytes    int
@@ -127,7 +127,7 @@ type Config struct {
 	// it, while what is buffered stays for that bundle. A read holds at
 	// most twice its budget. If zero, DefaultBufferMaxMessages (10,000) and
 	// DefaultBufferMaxBytes (64 MiB) are used; Read warns about a byte
-	// budget under three of Pub/Sub's largest messages. README, Tuning.
+	// budget under three of Pub/Sub's largest messages. docs/performance.md, Tuning.
 	BufferMaxMessages int
 	BufferMaxBytes    int64
 
@@ -176,7 +176,7 @@ type Config struct {
 	IdleTimeout time.Duration
 
 	// WatermarkWindow, WatermarkIdle and WatermarkLateness shape the
-	// watermark (watermark.go; README, Windows and watermarks). While
+	// watermark (watermark.go; docs/event-time.md, Windows and watermarks). While
 	// messages arrive, it trails the clock by the largest lag (arrival minus
 	// event time) seen within WatermarkWindow plus WatermarkLateness, and
 	// never passes a message the read holds or gave back within
@@ -198,12 +198,12 @@ type Config struct {
 	// subscription answers a describe (probed once per WatermarkIdle); past
 	// the bound the watermark advances again, counted in
 	// watermark_outages_released. If zero, DefaultWatermarkMaxOutage (5
-	// min) is used. README, Windows and watermarks.
+	// min) is used. docs/event-time.md, Windows and watermarks.
 	WatermarkMaxOutage time.Duration
 
 	// LatePolicy is what happens to a message the read emits behind the
 	// watermark it already reported: LateEmit (default) or LateDeadLetter.
-	// Either way it counts in late_messages. README, Late data.
+	// Either way it counts in late_messages. docs/event-time.md, Late data.
 	LatePolicy LatePolicy
 
 	// Finalization: FinalizationAuto (default), FinalizationOn or
@@ -213,7 +213,7 @@ type Config struct {
 	// Commit says when a split acks what a bundle emitted: CommitAuto
 	// (default: a completed checkpoint on Flink, the split's next bundle
 	// elsewhere), CommitResume or CommitFlinkCheckpoint. See CommitMode;
-	// README, Running on Flink.
+	// docs/runners.md, Running on Flink.
 	Commit CommitMode
 
 	// Flink is where the read learns of completed checkpoints under
@@ -228,7 +228,7 @@ type Config struct {
 	// back. The message carries the span's context on in its attributes,
 	// for TraceContext in user code and for a traced Write. Spans go to the
 	// global TracerProvider, as the client's do. Default off: no span, no
-	// cost. README, Tracing.
+	// cost. docs/tracing.md, Tracing.
 	Tracing bool
 
 	// Connection says where and as whom to connect. The zero value is

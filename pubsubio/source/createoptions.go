@@ -34,7 +34,7 @@ type SubscriptionCreateOptions struct {
 	// publish order; required under OrderingPerKey. Fixed at creation.
 	EnableMessageOrdering bool
 	// EnableExactlyOnceDelivery makes Pub/Sub answer every ack and not
-	// redeliver a message once its ack was confirmed (README, Exactly-once
+	// redeliver a message once its ack was confirmed (docs/delivery.md, Exactly-once
 	// delivery). Default off, Pub/Sub's.
 	EnableExactlyOnceDelivery bool
 	// MessageRetention is how long the subscription keeps messages after

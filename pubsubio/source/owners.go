@@ -43,7 +43,7 @@ func (cfg Config) ownerRejection(name string, desc *pubsubpb.Subscription) error
 	return fmt.Errorf("subscription %s cannot be read: pubsubio created it for job %q (its label %s), and this job is %q: "+
 		"two jobs reading one subscription split its messages, and a read whose name was generated deletes its subscription when done; "+
 		"give this read another TopicSubscriptions.Name, set TopicSubscriptions.Shared to read it together with %q, or, if that job is gone, delete the subscription "+
-		"(gcloud pubsub subscriptions delete %s --project=%s; README, Reading topics, finds the subscriptions of jobs that are gone)",
+		"(gcloud pubsub subscriptions delete %s --project=%s; docs/subscriptions.md, Reading topics, finds the subscriptions of jobs that are gone)",
 		name, theirs, LabelJob, ours, theirs, sub.ID, sub.Project)
 }
 

@@ -26,7 +26,7 @@ const streamingPullMethod = "/google.pubsub.v1.Subscriber/StreamingPull"
 // one, the split forgets those handed to it, and what is left when Receive
 // returns is nacked. What the server assigned to the stream and the client
 // never read cannot be given back: it returns when its lease lapses (on the
-// emulator, minutes later; README, Known limits).
+// emulator, minutes later; docs/limits.md, Known limits).
 type pulled struct {
 	timestampAttribute string // Config.TimestampAttribute, for event times
 	// health records the streams' failures and responses (health.go).

@@ -181,7 +181,7 @@ func (cfg Config) withCommit(d deployment) (Config, error) {
 	var errs []error
 	if cfg.Flink.REST == "" {
 		errs = append(errs, fmt.Errorf("with Commit %s (the default with --runner=flink) the read acks only what a completed Flink checkpoint covers, and needs Flink.REST (or --pubsubio_flink_rest), the JobManager's REST address; "+
-			"set it, or set Commit %s (--pubsubio_commit=%s) to ack at the split's next bundle, which loses what a shuffle behind the read holds when the job fails (README, Running on Flink)", CommitFlinkCheckpoint, CommitResume, CommitResume))
+			"set it, or set Commit %s (--pubsubio_commit=%s) to ack at the split's next bundle, which loses what a shuffle behind the read holds when the job fails (docs/runners.md, Running on Flink)", CommitFlinkCheckpoint, CommitResume, CommitResume))
 	} else if err := connection.CheckHostPort("Flink.REST", cfg.Flink.REST, "jobmanager:8081"); err != nil {
 		errs = append(errs, err)
 	}

@@ -31,7 +31,7 @@ type TopicSubscriptionOptions struct {
 	// construction reads from subscriptions of its own, which the read
 	// deletes once it is done: a bounded read once it finished, an
 	// unbounded one once a drain acked its last message (a cancelled job's
-	// expire after their TTL; README, Reading topics, finds them).
+	// expire after their TTL; docs/subscriptions.md, Reading topics, finds them).
 	Name string
 
 	// Shared lets the read consume a subscription of its Name that
@@ -51,7 +51,7 @@ type TopicSubscriptionOptions struct {
 	// added to created-by=pubsubio, pubsubio-name=<Name>,
 	// pubsubio-read=<an ID generated at construction> and, with the
 	// --job_name flag, pubsubio-job=<job name>, so an operator can find
-	// them (README, Reading topics); those keys are reserved, and so is
+	// them (docs/subscriptions.md, Reading topics); those keys are reserved, and so is
 	// pubsubio-shared, set on a subscription read under Shared. A read
 	// deletes only subscriptions of a generated name that carry its own
 	// pubsubio-read label: one that already existed under the name is read
@@ -63,7 +63,7 @@ type TopicSubscriptionOptions struct {
 // read creates for topics: Pub/Sub's minimum.
 const DefaultTopicSubscriptionTTL = minExpirationTTL
 
-// The labels every subscription created for a topic carries (README,
+// The labels every subscription created for a topic carries (docs/subscriptions.md,
 // Reading topics): created-by=pubsubio, the TopicSubscriptions.Name, the
 // job (--job_name, if set) and the read. LabelRead's value is generated
 // once per construction: it marks the subscriptions this read created, or
@@ -243,7 +243,7 @@ func reservedLabelErrors(labels map[string]string) []error {
 	for _, k := range reservedLabels {
 		if v, ok := labels[k]; ok {
 			errs = append(errs, fmt.Errorf("TopicSubscriptions.Create.Labels[%q] = %q: the key is reserved, the read sets it on the subscriptions it creates "+
-				"(README, Reading topics; %s=<an ID of this read> is how a bounded read tells the subscriptions it may delete); use another key", k, text.Truncate(v, maxQuotedValue), LabelRead))
+				"(docs/subscriptions.md, Reading topics; %s=<an ID of this read> is how a bounded read tells the subscriptions it may delete); use another key", k, text.Truncate(v, maxQuotedValue), LabelRead))
 		}
 	}
 	return errs

@@ -48,7 +48,7 @@ import (
 // than WatermarkLateness beyond what arrived in the last WatermarkWindow is
 // late (a redelivery after a crash elsewhere, a stream Pub/Sub stalled); the
 // read counts it (late_messages) and follows LatePolicy, and a pipeline that
-// must keep such messages sets an allowed lateness on its windows (README,
+// must keep such messages sets an allowed lateness on its windows (docs/event-time.md,
 // Windows and watermarks).
 
 // watermarkEstimator is a manual, monotone estimator: the read sets it at
