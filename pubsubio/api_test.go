@@ -1,0 +1,122 @@
+package pubsubio_test
+
+import (
+	"flag"
+	"go/ast"
+	"go/doc"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The exported API of every public package, one name per line, is kept in
+// testdata/api.txt: a change to it shows in review, and an unintended
+// addition fails here. Run with -update_api to rewrite the file after an
+// intended change. The drop-in (io/pubsubio) has its own test against
+// Beam's API.
+
+var updateAPI = flag.Bool("update_api", false, "rewrite testdata/api.txt from the exported names of the public packages")
+
+// publicPackages are the directories, relative to this one, whose exported
+// names are the API.
+var publicPackages = []string{".", "connection", "dedup", "dlq", "model", "record", "sink", "source", "typed"}
+
+const apiFile = "testdata/api.txt"
+
+func TestExportedAPI(t *testing.T) {
+	var got []string
+	for _, dir := range publicPackages {
+		got = append(got, exportedNames(t, dir)...)
+	}
+	if *updateAPI {
+		if err := os.WriteFile(apiFile, []byte(strings.Join(got, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %d exported names to %s", len(got), apiFile)
+		return
+	}
+	data, err := os.ReadFile(apiFile)
+	if err != nil {
+		t.Fatalf("%v (go test ./pubsubio/ -run TestExportedAPI -args -update_api writes it)", err)
+	}
+	want := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the exported API changed (-%s +now); if intended, rerun with -args -update_api:\n%s", apiFile, diff)
+	}
+	t.Logf("%d exported names in %d packages", len(got), len(publicPackages))
+}
+
+// exportedNames returns the exported names the package in dir declares,
+// qualified by its import path below pubsubio/: constants, variables,
+// functions, types, their methods and their exported struct fields.
+func exportedNames(t *testing.T, dir string) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []*ast.File
+	for _, e := range entries {
+		if name := e.Name(); strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go") {
+			f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, f)
+		}
+	}
+	pkg, err := doc.NewFromFiles(fset, files, "github.com/pubsubio/beam-pubsubio/pubsubio/"+dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := "pubsubio"
+	if dir != "." {
+		prefix += "/" + dir
+	}
+	var names []string
+	add := func(kind, name string) { names = append(names, prefix+" "+kind+" "+name) }
+	values := func(vs []*doc.Value, kind string) {
+		for _, v := range vs {
+			for _, n := range v.Names {
+				if ast.IsExported(n) {
+					add(kind, n)
+				}
+			}
+		}
+	}
+	values(pkg.Consts, "const")
+	values(pkg.Vars, "var")
+	for _, f := range pkg.Funcs {
+		add("func", f.Name)
+	}
+	for _, typ := range pkg.Types {
+		add("type", typ.Name)
+		values(typ.Consts, "const")
+		values(typ.Vars, "var")
+		for _, f := range typ.Funcs {
+			add("func", f.Name)
+		}
+		for _, m := range typ.Methods {
+			add("method", typ.Name+"."+m.Name)
+		}
+		spec := typ.Decl.Specs[0].(*ast.TypeSpec)
+		if st, ok := spec.Type.(*ast.StructType); ok && spec.Assign == 0 {
+			for _, field := range st.Fields.List {
+				for _, n := range field.Names {
+					if n.IsExported() {
+						add("field", typ.Name+"."+n.Name)
+					}
+				}
+			}
+		}
+	}
+	slices.Sort(names)
+	return names
+}
