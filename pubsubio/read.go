@@ -30,7 +30,7 @@ type (
 	FinalizationMode = source.FinalizationMode
 	// DecodePolicy is DecodeFail, DecodeDrop, DecodeNack or DecodeDeadLetter:
 	// what the read does with a message that does not decode.
-	DecodePolicy = source.DecodePolicy
+	DecodePolicy = model.DecodePolicy
 	// LatePolicy is LateEmit or LateDeadLetter: what the read does with a
 	// message behind the watermark it already reported.
 	LatePolicy = source.LatePolicy
@@ -89,14 +89,14 @@ const (
 const (
 	// DecodeFail (default) fails the bundle naming the message, which is
 	// redelivered.
-	DecodeFail = source.DecodeFail
+	DecodeFail = model.DecodeFail
 	// DecodeDrop acks it with its bundle and emits nothing.
-	DecodeDrop = source.DecodeDrop
+	DecodeDrop = model.DecodeDrop
 	// DecodeNack nacks it at once, for the subscription's dead-letter
 	// policy.
-	DecodeNack = source.DecodeNack
+	DecodeNack = model.DecodeNack
 	// DecodeDeadLetter emits it on ReadWithDeadLetters' dead-letter output.
-	DecodeDeadLetter = source.DecodeDeadLetter
+	DecodeDeadLetter = model.DecodeDeadLetter
 )
 
 // Late policies (ReadConfig.LatePolicy): what happens to a message the

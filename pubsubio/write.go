@@ -3,6 +3,7 @@ package pubsubio
 import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/sink"
 )
 
@@ -18,7 +19,7 @@ type (
 	// CreateDisposition is CreateIfNeeded or CreateNever.
 	CreateDisposition = sink.CreateDisposition
 	// FailurePolicy is PolicyFail, PolicyDrop or PolicyDeadLetter.
-	FailurePolicy = sink.FailurePolicy
+	FailurePolicy = model.FailurePolicy
 )
 
 // Create dispositions (WriteConfig.CreateDisposition).
@@ -33,11 +34,11 @@ const (
 // Pub/Sub will not take.
 const (
 	// PolicyFail (default) fails the bundle.
-	PolicyFail = sink.PolicyFail
+	PolicyFail = model.PolicyFail
 	// PolicyDrop logs, counts and drops the message.
-	PolicyDrop = sink.PolicyDrop
+	PolicyDrop = model.PolicyDrop
 	// PolicyDeadLetter emits it on the PCollection Write returns.
-	PolicyDeadLetter = sink.PolicyDeadLetter
+	PolicyDeadLetter = model.PolicyDeadLetter
 )
 
 // Write publishes msgs, a PCollection<Message>, to cfg.Topic, or to each

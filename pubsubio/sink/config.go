@@ -24,27 +24,6 @@ const (
 	CreateNever CreateDisposition = "CREATE_NEVER"
 )
 
-// FailurePolicy says what happens to a message Pub/Sub will not take: one
-// that breaks Pub/Sub's limits (checked before sending), one Pub/Sub
-// rejected when it was published alone, or one to a missing topic under
-// CreateNever. Nothing else is routed: an outage
-// (UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, PERMISSION_DENIED...)
-// fails the bundle under every policy, so a service incident never drains
-// a stream one dropped message at a time.
-type FailurePolicy string
-
-const (
-	// PolicyFail (default) fails the bundle: the only policy that never
-	// leaves a gap in the output.
-	PolicyFail FailurePolicy = "FAIL"
-	// PolicyDrop logs each failed message at warning level with its
-	// destination and status, counts it, and drops it.
-	PolicyDrop FailurePolicy = "DROP"
-	// PolicyDeadLetter emits each failed message, as a dlq.FailedMessage, to
-	// the PCollection Write returns.
-	PolicyDeadLetter FailurePolicy = "DEAD_LETTER"
-)
-
 // Defaults of the writer's own options; the reasons are on the Config
 // fields.
 const (
@@ -177,7 +156,7 @@ type Config struct {
 	RecoveryJitter         float64
 
 	// FailurePolicy is PolicyFail (default), PolicyDrop or PolicyDeadLetter.
-	FailurePolicy FailurePolicy
+	FailurePolicy model.FailurePolicy
 
 	// MaxConsecutiveRejections fails the bundle once this many messages in
 	// a row were rejected with no successful publish between them: a
@@ -211,7 +190,7 @@ type Config struct {
 // whole configuration validated. Errors name the field and the value.
 func (cfg Config) withDefaults() (Config, error) {
 	construct.Default(&cfg.CreateDisposition, CreateIfNeeded)
-	construct.Default(&cfg.FailurePolicy, PolicyFail)
+	construct.Default(&cfg.FailurePolicy, model.PolicyFail)
 	construct.Default(&cfg.MaxInFlightMessages, DefaultMaxInFlightMessages)
 	construct.Default(&cfg.MaxInFlightBytes, DefaultMaxInFlightBytes)
 	construct.Default(&cfg.MaxActivePublishers, DefaultMaxActivePublishers)
@@ -258,9 +237,9 @@ func (cfg Config) validate() error {
 	}
 
 	switch cfg.FailurePolicy {
-	case PolicyFail, PolicyDrop, PolicyDeadLetter:
+	case model.PolicyFail, model.PolicyDrop, model.PolicyDeadLetter:
 	default:
-		bad("FailurePolicy %q is unknown; use %q, %q or %q", text.Truncate(string(cfg.FailurePolicy), maxQuoted), PolicyFail, PolicyDrop, PolicyDeadLetter)
+		bad("FailurePolicy %q is unknown; use %q, %q or %q", text.Truncate(string(cfg.FailurePolicy), maxQuoted), model.PolicyFail, model.PolicyDrop, model.PolicyDeadLetter)
 	}
 	switch cfg.CreateDisposition {
 	case CreateIfNeeded:

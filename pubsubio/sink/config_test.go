@@ -65,7 +65,7 @@ func TestDefaults(t *testing.T) {
 		MaxInFlightMessages: 1000, MaxInFlightBytes: 64 << 20, MaxActivePublishers: 100, MaxGroupedMessages: 30000,
 		DestinationIdleTimeout: time.Hour, PublishProgressTimeout: 10 * time.Minute, ShutdownTimeout: 30 * time.Second,
 		CreateDisposition: CreateIfNeeded, RecoveryInitialBackoff: 500 * time.Millisecond, RecoveryMaxBackoff: 10 * time.Second,
-		RecoveryMaxAttempts: 10, RecoveryJitter: 0.25, FailurePolicy: PolicyFail, MaxConsecutiveRejections: 100,
+		RecoveryMaxAttempts: 10, RecoveryJitter: 0.25, FailurePolicy: model.PolicyFail, MaxConsecutiveRejections: 100,
 	}
 	want.Publisher = cfg.Publisher // pinned to the client above
 	if !reflect.DeepEqual(cfg, want) {

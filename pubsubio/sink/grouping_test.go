@@ -154,7 +154,7 @@ func TestPstestIsolationInsideAGroup(t *testing.T) {
 	for i := range topics {
 		f.createTopic(t, topicN(i))
 	}
-	h := f.harness(t, Config{MaxActivePublishers: 2, FailurePolicy: PolicyDeadLetter, Publisher: PublisherOptions{CountThreshold: 10}})
+	h := f.harness(t, Config{MaxActivePublishers: 2, FailurePolicy: model.PolicyDeadLetter, Publisher: PublisherOptions{CountThreshold: 10}})
 	want := roundRobin(h, 30, topics)
 	if _, cached := h.w.dests[topicN(3)]; cached {
 		t.Fatalf("setup: %s has a publisher, so the bad message would join no group", topicN(3))

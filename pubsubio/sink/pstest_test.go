@@ -251,7 +251,7 @@ func TestPstestIsolationRoutesExactlyTheBadMessage(t *testing.T) {
 	var publishes atomic.Int64
 	f := newFakeServer(t, rejectBadAttribute(&publishes))
 	f.createTopic(t, validTopic)
-	h := f.harness(t, Config{FailurePolicy: PolicyDeadLetter, Publisher: PublisherOptions{CountThreshold: 100, DelayThreshold: time.Hour}})
+	h := f.harness(t, Config{FailurePolicy: model.PolicyDeadLetter, Publisher: PublisherOptions{CountThreshold: 100, DelayThreshold: time.Hour}})
 	bad := model.Message{Data: []byte("bad"), Attributes: map[string]string{"bad": "1"}}
 	for i := range 6 {
 		if i == 3 {
@@ -287,7 +287,7 @@ func TestPstestOrderingCascadeDropResumesInOrder(t *testing.T) {
 	hold, release := holdPublishes(t)
 	f := newFakeServer(t, hold, rejectBadAttribute(&publishes))
 	f.createTopic(t, validTopic)
-	h := f.harness(t, Config{FailurePolicy: PolicyDrop, Publisher: PublisherOptions{CountThreshold: 1, EnableMessageOrdering: true}})
+	h := f.harness(t, Config{FailurePolicy: model.PolicyDrop, Publisher: PublisherOptions{CountThreshold: 1, EnableMessageOrdering: true}})
 	var wantK, wantJ []string
 	for i := range 12 {
 		if i == 2 {
@@ -353,7 +353,7 @@ func TestPstestOrderingAcrossTopicCreation(t *testing.T) {
 func TestPstestUnavailableFailsTheBundleUnderDrop(t *testing.T) {
 	f := newFakeServer(t, pstest.WithErrorInjection("Publish", codes.Unavailable, "backend down"))
 	f.createTopic(t, validTopic)
-	h := f.harness(t, Config{FailurePolicy: PolicyDrop, Publisher: PublisherOptions{Timeout: time.Second, RetryInitialBackoff: 10 * time.Millisecond, RetryMaxBackoff: 100 * time.Millisecond}})
+	h := f.harness(t, Config{FailurePolicy: model.PolicyDrop, Publisher: PublisherOptions{Timeout: time.Second, RetryInitialBackoff: 10 * time.Millisecond, RetryMaxBackoff: 100 * time.Millisecond}})
 	h.mustProcess(msg("a"))
 	err := h.finish()
 	if err == nil || !(strings.Contains(err.Error(), "UNAVAILABLE") || strings.Contains(err.Error(), "DEADLINE_EXCEEDED")) {

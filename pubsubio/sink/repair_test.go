@@ -62,7 +62,7 @@ func TestOrderingCascadeParkResumeRepublishInOrder(t *testing.T) {
 		}
 		return nil
 	}
-	h := newHarness(t, Config{FailurePolicy: PolicyDrop, Publisher: PublisherOptions{CountThreshold: 1, EnableMessageOrdering: true}}, be)
+	h := newHarness(t, Config{FailurePolicy: model.PolicyDrop, Publisher: PublisherOptions{CountThreshold: 1, EnableMessageOrdering: true}}, be)
 	keyed := func(data string) model.Message {
 		return model.Message{Data: []byte(data), OrderingKey: "k"}
 	}
@@ -109,7 +109,7 @@ func TestCreateNeverFailsNamingTheDisposition(t *testing.T) {
 // is a rejected message: dead-lettered (stage publish, NOT_FOUND) or
 // dropped, and the bundle goes on.
 func TestCreateNeverRoutesUnderARoutingPolicy(t *testing.T) {
-	for _, policy := range []FailurePolicy{PolicyDeadLetter, PolicyDrop} {
+	for _, policy := range []model.FailurePolicy{model.PolicyDeadLetter, model.PolicyDrop} {
 		t.Run(string(policy), func(t *testing.T) {
 			be := newFakeBackend(100)
 			missing := topicN(9)
@@ -131,11 +131,11 @@ func TestCreateNeverRoutesUnderARoutingPolicy(t *testing.T) {
 			}
 			dead := h.deadLetters()
 			switch policy {
-			case PolicyDeadLetter:
+			case model.PolicyDeadLetter:
 				if len(dead) != 1 || dead[0].Stage != dlq.StagePublish || dead[0].Code != "NOT_FOUND" || dead[0].Topic != missing {
 					t.Errorf("dead letters %+v, want one for %s, stage publish, NOT_FOUND", dead, missing)
 				}
-			case PolicyDrop:
+			case model.PolicyDrop:
 				if len(dead) != 0 || h.w.stats.dropped.Load() != 1 {
 					t.Errorf("%d dead letters, %d dropped; want none and one", len(dead), h.w.stats.dropped.Load())
 				}

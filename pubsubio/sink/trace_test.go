@@ -81,7 +81,7 @@ func TestTracingPublishRefused(t *testing.T) {
 		}
 		return nil
 	})
-	h := newHarness(t, Config{Tracing: true, FailurePolicy: PolicyDeadLetter}, be)
+	h := newHarness(t, Config{Tracing: true, FailurePolicy: model.PolicyDeadLetter}, be)
 	for _, data := range []string{"fine", "refused", "too long"} {
 		m, _ := readMessage(data)
 		if data == "too long" {

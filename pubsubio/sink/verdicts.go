@@ -56,7 +56,7 @@ func (w *writer) complete(ctx context.Context, o *outbound) {
 	switch {
 	case code == codes.NotFound && w.cfg.CreateDisposition == CreateNever:
 		w.countRoot(code, err)
-		if w.cfg.FailurePolicy == PolicyFail {
+		if w.cfg.FailurePolicy == model.PolicyFail {
 			o.endTrace(err)
 			w.fail(fmt.Errorf("pubsubio.Write: topic %s does not exist and CreateDisposition is %s: create it, fix the destination, or use %s: %w",
 				d.topic, CreateNever, CreateIfNeeded, err))
@@ -139,18 +139,18 @@ func (w *writer) route(ctx context.Context, r routed, err error) {
 	w.rejections++
 	w.lastRejection = err
 	switch w.cfg.FailurePolicy {
-	case PolicyDrop:
+	case model.PolicyDrop:
 		w.stats.dropped.Add(1)
 		w.warnf(ctx, "pubsubio.Write: dropping a message to %s (FailurePolicy %s, stage %s, %d data bytes): %v",
-			r.topic, PolicyDrop, r.stage, len(r.msg.Data), err)
-	case PolicyDeadLetter:
+			r.topic, model.PolicyDrop, r.stage, len(r.msg.Data), err)
+	case model.PolicyDeadLetter:
 		w.stats.deadLettered.Add(1)
 		f := dlq.New(r.stage, r.msg, err, r.attempts, w.now())
 		f.Topic = r.topic
 		w.deadLetters = append(w.deadLetters, deadLetter{eventTime: r.eventTime, failed: f})
 	default:
 		w.fail(fmt.Errorf("pubsubio.Write: Pub/Sub will not take a message to %s (stage %s) and FailurePolicy is %s: fix the message, or route such messages with %s or %s: %w",
-			r.topic, r.stage, PolicyFail, PolicyDrop, PolicyDeadLetter, err))
+			r.topic, r.stage, model.PolicyFail, model.PolicyDrop, model.PolicyDeadLetter, err))
 		return
 	}
 	if max := w.cfg.MaxConsecutiveRejections; max != -1 && w.rejections >= max {

@@ -54,7 +54,7 @@ func TestAsyncErrorSurfacesInFinishBundle(t *testing.T) {
 func TestMaxConsecutiveRejectionsFailsTheBundle(t *testing.T) {
 	be := newFakeBackend(1000)
 	be.verdict = rejectBad
-	h := newHarness(t, Config{FailurePolicy: PolicyDrop, MaxConsecutiveRejections: 3}, be)
+	h := newHarness(t, Config{FailurePolicy: model.PolicyDrop, MaxConsecutiveRejections: 3}, be)
 	for i := range 5 {
 		h.mustProcess(msg(fmt.Sprintf("bad%d", i)))
 	}
@@ -72,7 +72,7 @@ func TestMaxConsecutiveRejectionsFailsTheBundle(t *testing.T) {
 // Any successful publish resets the count. Validation rejections count
 // too: they are what Pub/Sub would reject.
 func TestSuccessResetsConsecutiveRejections(t *testing.T) {
-	h := newHarness(t, Config{FailurePolicy: PolicyDrop, MaxConsecutiveRejections: 3}, nil)
+	h := newHarness(t, Config{FailurePolicy: model.PolicyDrop, MaxConsecutiveRejections: 3}, nil)
 	bad := model.Message{Data: []byte("x"), Attributes: map[string]string{"goog-reserved": "1"}}
 	confirmed := func() {
 		if err := h.w.waitFor(h.ctx, "test", func() bool { return h.w.inflightMsgs == 0 }); err != nil {
@@ -105,7 +105,7 @@ func TestFailurePolicies(t *testing.T) {
 		}
 	})
 	t.Run("drop", func(t *testing.T) {
-		h := newHarness(t, Config{FailurePolicy: PolicyDrop}, nil)
+		h := newHarness(t, Config{FailurePolicy: model.PolicyDrop}, nil)
 		h.mustProcess(bad)
 		h.mustProcess(msg("good"))
 		h.mustFinish()
@@ -121,7 +121,7 @@ func TestFailurePolicies(t *testing.T) {
 		}
 	})
 	t.Run("dead letter", func(t *testing.T) {
-		h := newHarness(t, Config{FailurePolicy: PolicyDeadLetter}, nil)
+		h := newHarness(t, Config{FailurePolicy: model.PolicyDeadLetter}, nil)
 		h.mustProcess(bad)
 		h.mustFinish()
 		dl := h.deadLetters()
@@ -138,7 +138,7 @@ func TestFailurePolicies(t *testing.T) {
 
 // An outage never reaches a dropping policy: it fails the bundle.
 func TestOutageIsNeverRouted(t *testing.T) {
-	for _, policy := range []FailurePolicy{PolicyDrop, PolicyDeadLetter} {
+	for _, policy := range []model.FailurePolicy{model.PolicyDrop, model.PolicyDeadLetter} {
 		for _, code := range []codes.Code{codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.PermissionDenied} {
 			t.Run(fmt.Sprint(policy, code), func(t *testing.T) {
 				be := newFakeBackend(100)
@@ -194,7 +194,7 @@ func TestHugeOrderingKeysAreNotQuotedWhole(t *testing.T) {
 		}
 	})
 	t.Run("dropped", func(t *testing.T) {
-		h := newHarness(t, Config{FailurePolicy: PolicyDrop, Publisher: PublisherOptions{EnableMessageOrdering: true}}, nil)
+		h := newHarness(t, Config{FailurePolicy: model.PolicyDrop, Publisher: PublisherOptions{EnableMessageOrdering: true}}, nil)
 		h.mustProcess(model.Message{Data: []byte("x"), OrderingKey: strings.Repeat("k", 2<<20)})
 		h.mustFinish()
 		w := h.warnings()

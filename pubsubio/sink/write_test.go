@@ -38,7 +38,7 @@ func TestTryWriteRejectsAtConstruction(t *testing.T) {
 
 // -1 removes the bound on consecutive rejections.
 func TestUnboundedConsecutiveRejections(t *testing.T) {
-	h := newHarness(t, Config{FailurePolicy: PolicyDrop, MaxConsecutiveRejections: -1}, nil)
+	h := newHarness(t, Config{FailurePolicy: model.PolicyDrop, MaxConsecutiveRejections: -1}, nil)
 	for range 300 {
 		h.mustProcess(model.Message{}) // empty: rejected before sending
 	}

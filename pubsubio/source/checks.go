@@ -50,13 +50,13 @@ var checks = []check{
 	{
 		setting: "it has no dead-letter policy",
 		rejects: func(cfg Config, sub *pubsubpb.Subscription) bool {
-			return cfg.DecodePolicy == DecodeNack && sub.GetDeadLetterPolicy().GetDeadLetterTopic() == ""
+			return cfg.DecodePolicy == model.DecodeNack && sub.GetDeadLetterPolicy().GetDeadLetterTopic() == ""
 		},
-		why: "DecodePolicy " + string(DecodeNack) + " needs one: it nacks undecodable messages so that the subscription's dead-letter policy " +
+		why: "DecodePolicy " + string(model.DecodeNack) + " needs one: it nacks undecodable messages so that the subscription's dead-letter policy " +
 			"forwards them, and without one a poison message is redelivered forever, invisibly. " +
 			"Add one (gcloud pubsub subscriptions update SUBSCRIPTION --dead-letter-topic=TOPIC --max-delivery-attempts=5) " +
-			"or use DecodePolicy " + string(DecodeDeadLetter) + " or " + string(DecodeFail),
-		createFix: "DecodePolicy " + string(DecodeNack) + " needs a dead-letter policy, or poison messages are redelivered forever: set DeadLetterTopic",
+			"or use DecodePolicy " + string(model.DecodeDeadLetter) + " or " + string(model.DecodeFail),
+		createFix: "DecodePolicy " + string(model.DecodeNack) + " needs a dead-letter policy, or poison messages are redelivered forever: set DeadLetterTopic",
 	},
 }
 

@@ -158,7 +158,7 @@ type Config struct {
 	// DecodePolicy is what happens to a message that fails to decode:
 	// DecodeFail (default), DecodeDrop, DecodeNack or DecodeDeadLetter.
 	// Every decode failure counts in decode_failures.
-	DecodePolicy DecodePolicy
+	DecodePolicy model.DecodePolicy
 
 	// MaxMessages makes the read bounded: it finishes after emitting this
 	// many messages from each subscription, shared evenly among its splits.
@@ -258,7 +258,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	construct.Default(&cfg.Finalization, FinalizationAuto)
 	construct.Default(&cfg.Commit, CommitAuto)
 	construct.Default(&cfg.Format, model.FormatBytes)
-	construct.Default(&cfg.DecodePolicy, DecodeFail)
+	construct.Default(&cfg.DecodePolicy, model.DecodeFail)
 	construct.Default(&cfg.Splits, 1)
 	construct.Default(&cfg.MaxExtension, DefaultMaxExtension)
 	construct.Default(&cfg.ParallelPullCount, DefaultParallelPullCount)
@@ -308,9 +308,9 @@ func (cfg Config) validate(errs []error) error {
 		bad("Format: %w", err)
 	}
 	switch cfg.DecodePolicy {
-	case DecodeFail, DecodeDrop, DecodeNack, DecodeDeadLetter:
+	case model.DecodeFail, model.DecodeDrop, model.DecodeNack, model.DecodeDeadLetter:
 	default:
-		bad("DecodePolicy %q is unknown; use %q, %q, %q or %q", text.Truncate(string(cfg.DecodePolicy), maxQuotedValue), DecodeFail, DecodeDrop, DecodeNack, DecodeDeadLetter)
+		bad("DecodePolicy %q is unknown; use %q, %q, %q or %q", text.Truncate(string(cfg.DecodePolicy), maxQuotedValue), model.DecodeFail, model.DecodeDrop, model.DecodeNack, model.DecodeDeadLetter)
 	}
 	switch cfg.Commit {
 	case CommitAuto, CommitResume, CommitFlinkCheckpoint:

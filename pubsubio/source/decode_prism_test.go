@@ -83,7 +83,7 @@ func newPoisonedTopic(t *testing.T, name string, deadLetter bool) *poisonedTopic
 	return pt
 }
 
-func (pt *poisonedTopic) config(policy DecodePolicy) Config {
+func (pt *poisonedTopic) config(policy model.DecodePolicy) Config {
 	return Config{
 		Subscriptions: []model.Subscription{pt.sub},
 		Format:        model.FormatJSON,
@@ -118,7 +118,7 @@ func counterValue(res beam.PipelineResult, name string) int64 {
 func TestDecodeDeadLetterOnPrism(t *testing.T) {
 	pt := newPoisonedTopic(t, "dead-lettered", false)
 	p, s := beam.NewPipelineWithRoot()
-	msgs, dead := ReadWithDeadLetters(s, pt.config(DecodeDeadLetter))
+	msgs, dead := ReadWithDeadLetters(s, pt.config(model.DecodeDeadLetter))
 	passert.Count(s, msgs, "messages", prismGood)
 	passert.Count(s, dead, "dead letters", prismPoison)
 	res, err := ptest.RunWithMetrics(p)
@@ -135,7 +135,7 @@ func TestDecodeDeadLetterOnPrism(t *testing.T) {
 func TestDecodeDropOnPrism(t *testing.T) {
 	pt := newPoisonedTopic(t, "dropped", false)
 	p, s := beam.NewPipelineWithRoot()
-	passert.Count(s, Read(s, pt.config(DecodeDrop)), "messages", prismGood)
+	passert.Count(s, Read(s, pt.config(model.DecodeDrop)), "messages", prismGood)
 	res, err := ptest.RunWithMetrics(p)
 	if err != nil {
 		t.Fatalf("pipeline failed: %v", err)
@@ -150,7 +150,7 @@ func TestDecodeDropOnPrism(t *testing.T) {
 func TestDecodeFailOnPrism(t *testing.T) {
 	pt := newPoisonedTopic(t, "failing", false)
 	p, s := beam.NewPipelineWithRoot()
-	Read(s, pt.config(DecodeFail))
+	Read(s, pt.config(model.DecodeFail))
 	err := ptest.Run(p)
 	if err == nil || !strings.Contains(err.Error(), "cannot be decoded") {
 		t.Fatalf("pipeline error %v; want the bundle's decode failure", err)
@@ -170,7 +170,7 @@ func TestDecodeFailOnPrism(t *testing.T) {
 func TestDecodeNackOnPrism(t *testing.T) {
 	pt := newPoisonedTopic(t, "nacked", true)
 	p, s := beam.NewPipelineWithRoot()
-	passert.Count(s, Read(s, pt.config(DecodeNack)), "messages", prismGood)
+	passert.Count(s, Read(s, pt.config(model.DecodeNack)), "messages", prismGood)
 	res, err := ptest.RunWithMetrics(p)
 	if err != nil {
 		t.Fatalf("pipeline failed: %v", err)

@@ -34,7 +34,7 @@ var poisonData = map[string]string{"bad-json": `{"n":`, "bad-ts": `{}`}
 
 // newDecodeBatch delivers the batch to a reader reading JSON with a
 // timestamp attribute under policy, after edit.
-func newDecodeBatch(t *testing.T, policy DecodePolicy, edit func(*Config)) *decodeBatch {
+func newDecodeBatch(t *testing.T, policy model.DecodePolicy, edit func(*Config)) *decodeBatch {
 	t.Helper()
 	cfg := testConfig(t, func(c *Config) {
 		c.Format = model.FormatJSON
@@ -101,12 +101,12 @@ func (b *decodeBatch) checkGoodAcked(t *testing.T) {
 }
 
 func TestDecodeFailFailsTheBundleNamingTheMessage(t *testing.T) {
-	b := newDecodeBatch(t, DecodeFail, nil)
+	b := newDecodeBatch(t, model.DecodeFail, nil)
 	_, err := b.process()
 	if err == nil {
 		t.Fatal("the bundle did not fail")
 	}
-	for _, want := range []string{"bad-json", "not JSON", "redelivered", string(DecodeDeadLetter)} {
+	for _, want := range []string{"bad-json", "not JSON", "redelivered", string(model.DecodeDeadLetter)} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
@@ -123,7 +123,7 @@ func TestDecodeFailFailsTheBundleNamingTheMessage(t *testing.T) {
 }
 
 func TestDecodeFailOnAMalformedTimestamp(t *testing.T) {
-	b := newDecodeBatch(t, DecodeFail, func(c *Config) { c.Format = model.FormatBytes }) // only the timestamp fails
+	b := newDecodeBatch(t, model.DecodeFail, func(c *Config) { c.Format = model.FormatBytes }) // only the timestamp fails
 	_, err := b.process()
 	if err == nil || !strings.Contains(err.Error(), "bad-ts") || !strings.Contains(err.Error(), `"yesterday"`) {
 		t.Fatalf("error %v does not name message bad-ts and its attribute value", err)
@@ -131,7 +131,7 @@ func TestDecodeFailOnAMalformedTimestamp(t *testing.T) {
 }
 
 func TestDecodeDropAcksWithTheBundleAndEmitsNothing(t *testing.T) {
-	b := newDecodeBatch(t, DecodeDrop, nil)
+	b := newDecodeBatch(t, model.DecodeDrop, nil)
 	claimed, err := b.process()
 	if err != nil {
 		t.Fatalf("process: %v", err)
@@ -154,7 +154,7 @@ func TestDecodeDropAcksWithTheBundleAndEmitsNothing(t *testing.T) {
 }
 
 func TestDecodeNackNacksAtOnceAndDoesNotAckLater(t *testing.T) {
-	b := newDecodeBatch(t, DecodeNack, nil)
+	b := newDecodeBatch(t, model.DecodeNack, nil)
 	claimed, err := b.process()
 	if err != nil {
 		t.Fatalf("process: %v", err)
@@ -178,7 +178,7 @@ func TestDecodeNackNacksAtOnceAndDoesNotAckLater(t *testing.T) {
 }
 
 func TestDecodeDeadLetterEmitsFailedMessagesAndAcksThem(t *testing.T) {
-	b := newDecodeBatch(t, DecodeDeadLetter, nil)
+	b := newDecodeBatch(t, model.DecodeDeadLetter, nil)
 	claimed, err := b.process()
 	if err != nil {
 		t.Fatalf("process: %v", err)
@@ -209,7 +209,7 @@ func TestDecodeDeadLetterEmitsFailedMessagesAndAcksThem(t *testing.T) {
 }
 
 func TestDecodeBytesFormatAcceptsAnything(t *testing.T) {
-	b := newDecodeBatch(t, DecodeFail, func(c *Config) {
+	b := newDecodeBatch(t, model.DecodeFail, func(c *Config) {
 		c.Format = model.FormatBytes
 		c.TimestampAttribute = ""
 	})
@@ -227,20 +227,20 @@ func TestDecodeConfigRejectsUnknownFormatAndPolicy(t *testing.T) {
 	if err == nil {
 		t.Fatal("accepted")
 	}
-	for _, want := range []string{`Format: "XML" is not a known format`, `DecodePolicy "RETRY" is unknown`, string(DecodeDeadLetter)} {
+	for _, want := range []string{`Format: "XML" is not a known format`, `DecodePolicy "RETRY" is unknown`, string(model.DecodeDeadLetter)} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
 	cfg, err = validConfig().withDefaults()
-	if err != nil || cfg.Format != model.FormatBytes || cfg.DecodePolicy != DecodeFail {
+	if err != nil || cfg.Format != model.FormatBytes || cfg.DecodePolicy != model.DecodeFail {
 		t.Errorf("defaults: format %q, policy %q, %v; want BYTES and FAIL", cfg.Format, cfg.DecodePolicy, err)
 	}
 }
 
 func TestReadRejectsDeadLetterPolicy(t *testing.T) {
 	cfg := validConfig()
-	cfg.DecodePolicy = DecodeDeadLetter
+	cfg.DecodePolicy = model.DecodeDeadLetter
 	_, s := beam.NewPipelineWithRoot()
 	if _, err := TryRead(s, cfg); err == nil || !strings.Contains(err.Error(), "ReadWithDeadLetters") {
 		t.Errorf("TryRead under DeadLetter: %v; want an error pointing at ReadWithDeadLetters", err)
@@ -251,7 +251,7 @@ func TestReadRejectsDeadLetterPolicy(t *testing.T) {
 }
 
 func TestNackPolicyNeedsADeadLetterPolicy(t *testing.T) {
-	cfg := testConfig(t, func(c *Config) { c.DecodePolicy = DecodeNack })
+	cfg := testConfig(t, func(c *Config) { c.DecodePolicy = model.DecodeNack })
 	name := "projects/p/subscriptions/s"
 	errs := rejection(cfg, name, &pubsubpb.Subscription{Name: name})
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), name) || !strings.Contains(errs[0].Error(), "redelivered forever") {
@@ -269,7 +269,7 @@ func TestNackPolicyNeedsADeadLetterPolicy(t *testing.T) {
 	topic := model.TopicOf(testProject, "events")
 	bad := validConfig()
 	bad.Subscriptions = []model.Subscription{sub}
-	bad.DecodePolicy = DecodeNack
+	bad.DecodePolicy = model.DecodeNack
 	bad.Setup = []SubscriptionSetup{{Subscription: sub, Create: SubscriptionCreateOptions{Topic: topic}}}
 	if _, err := bad.withDefaults(); err == nil || !strings.Contains(err.Error(), "Setup[0].Create") || !strings.Contains(err.Error(), "DeadLetterTopic") {
 		t.Errorf("construction with create options without DeadLetterTopic under Nack: %v; want an error saying to set it", err)

@@ -35,32 +35,6 @@ const (
 	FinalizationOff FinalizationMode = "OFF"
 )
 
-// DecodePolicy says what happens to a message that fails to decode: its
-// payload does not hold Config.Format, or its timestamp attribute is
-// malformed. A poison message must end somewhere visible; the policies
-// differ in where.
-type DecodePolicy string
-
-const (
-	// DecodeFail fails the bundle naming the message and why; the message
-	// is nacked and redelivered, so the job stops making progress until the
-	// publisher is fixed. Nothing is lost.
-	DecodeFail DecodePolicy = "FAIL"
-	// DecodeDrop acks the message with its bundle and counts it in
-	// decode_failures without emitting it: for streams where a bad message
-	// is worth less than a stalled job.
-	DecodeDrop DecodePolicy = "DROP"
-	// DecodeNack nacks the message at once, so that the subscription's own
-	// dead-letter policy forwards it after its max delivery attempts. Every
-	// subscription must have a dead-letter policy: without one a poison
-	// message is redelivered forever, invisibly.
-	DecodeNack DecodePolicy = "NACK"
-	// DecodeDeadLetter emits the message as a dlq.FailedMessage (stage
-	// decode) on the read's dead-letter output and acks it with its bundle.
-	// Only ReadWithDeadLetters returns that output.
-	DecodeDeadLetter DecodePolicy = "DEAD_LETTER"
-)
-
 // LatePolicy says what happens to a message the read would emit behind the
 // watermark it already reported: downstream, a window that has fired drops
 // it (on Prism without a word), unless the pipeline allows lateness. Every

@@ -81,7 +81,7 @@ func TestPrepareRejections(t *testing.T) {
 			func(c *Config) { c.MaxDurationPerAckExtension = 30 * time.Second },
 			[]string{sub.String(), "exactly-once delivery is enabled", "at least 60 s", "MaxDurationPerAckExtension unset or at least 60s"}},
 		{"NACK without a dead-letter policy", []*pubsubpb.Subscription{existingSub(sub, nil)},
-			func(c *Config) { c.DecodePolicy = DecodeNack },
+			func(c *Config) { c.DecodePolicy = model.DecodeNack },
 			[]string{sub.String(), "no dead-letter policy", "redelivered forever", "--dead-letter-topic", "DecodePolicy DEAD_LETTER"}},
 		{"missing without create options", nil, nil,
 			[]string{sub.String(), "does not exist", "no create options", "Setup", "Create.Topic"}},

@@ -15,6 +15,7 @@ import (
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
 // Read reads cfg.Subscriptions and cfg.Topics and returns a PCollection<model.Message>
@@ -32,8 +33,8 @@ func Read(s beam.Scope, cfg Config) beam.PCollection {
 
 // TryRead is Read returning the construction error instead of panicking.
 func TryRead(s beam.Scope, cfg Config) (beam.PCollection, error) {
-	if cfg.DecodePolicy == DecodeDeadLetter {
-		return beam.PCollection{}, construct.Invalid("pubsubio.Read", fmt.Errorf("DecodePolicy %s emits dead letters that Read has no output for; use ReadWithDeadLetters, or another DecodePolicy", DecodeDeadLetter))
+	if cfg.DecodePolicy == model.DecodeDeadLetter {
+		return beam.PCollection{}, construct.Invalid("pubsubio.Read", fmt.Errorf("DecodePolicy %s emits dead letters that Read has no output for; use ReadWithDeadLetters, or another DecodePolicy", model.DecodeDeadLetter))
 	}
 	if cfg.LatePolicy == LateDeadLetter {
 		return beam.PCollection{}, construct.Invalid("pubsubio.Read", fmt.Errorf("LatePolicy %s emits dead letters that Read has no output for; use ReadWithDeadLetters, or LatePolicy %s", LateDeadLetter, LateEmit))

@@ -211,18 +211,18 @@ func (fn *readFn) emitBatch(r *splitReader, rt *sdf.LockRTracker, seq int64, wat
 		if d.err != nil {
 			st.add(decodeFailures, 1)
 			switch fn.Cfg.DecodePolicy {
-			case DecodeNack:
+			case model.DecodeNack:
 				// Not claimed: the subscription's dead-letter policy takes
 				// it from here, and an ack after the nack must not undo that.
 				out.nacks = append(out.nacks, d)
 				continue
-			case DecodeDrop, DecodeDeadLetter:
+			case model.DecodeDrop, model.DecodeDeadLetter:
 				// Claimed, so acked with the bundle; emitted below only as a
 				// dead letter.
 			default:
 				r.abandonBundle(seq, d)
 				return emitted{}, fmt.Errorf("pubsubio.Read: message %s from %s cannot be decoded, so the bundle fails and the message is redelivered: fix the publisher, or set DecodePolicy %s, %s or %s: %w",
-					d.msg.ID, d.msg.Subscription, DecodeDrop, DecodeNack, DecodeDeadLetter, d.err)
+					d.msg.ID, d.msg.Subscription, model.DecodeDrop, model.DecodeNack, model.DecodeDeadLetter, d.err)
 			}
 		}
 		if !rt.TryClaim(&d.ackID) {
@@ -231,7 +231,7 @@ func (fn *readFn) emitBatch(r *splitReader, rt *sdf.LockRTracker, seq int64, wat
 		}
 		out.claimed = append(out.claimed, d.ackID)
 		if d.err != nil {
-			if fn.Cfg.DecodePolicy == DecodeDeadLetter {
+			if fn.Cfg.DecodePolicy == model.DecodeDeadLetter {
 				dead(mtime.FromTime(d.eventTime), fn.deadLetter(r, dlq.StageDecode, d, d.err))
 			}
 			continue

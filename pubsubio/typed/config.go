@@ -11,8 +11,6 @@ import (
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
-	"github.com/pubsubio/beam-pubsubio/pubsubio/sink"
-	"github.com/pubsubio/beam-pubsubio/pubsubio/source"
 )
 
 // Format is how payloads hold values of the element type.
@@ -83,15 +81,15 @@ type DecodeConfig struct {
 	Topic model.Topic
 
 	// DecodePolicy is what happens to a message that does not decode:
-	// source.DecodeFail (default) fails the bundle naming the message (the
+	// model.DecodeFail (default) fails the bundle naming the message (the
 	// read then gives it back, and Pub/Sub redelivers it),
-	// source.DecodeDrop counts it in typed_decode_failures and drops it,
-	// source.DecodeDeadLetter emits it on the dead-letter output (stage
-	// decode). source.DecodeNack is refused: the read has already emitted
+	// model.DecodeDrop counts it in typed_decode_failures and drops it,
+	// model.DecodeDeadLetter emits it on the dead-letter output (stage
+	// decode). model.DecodeNack is refused: the read has already emitted
 	// the message, and it is acked once the read's bundle commits, so
 	// there is nothing left to nack; set it on the read's own Format
 	// check instead, or use DecodeDeadLetter.
-	DecodePolicy source.DecodePolicy
+	DecodePolicy model.DecodePolicy
 
 	// KeepMessage makes Decode emit KV<Message, T> instead of T: each value
 	// with the message it came from (ID, attributes, ordering key, publish
@@ -141,11 +139,11 @@ type EncodeConfig struct {
 
 	// FailurePolicy is what happens to a value that cannot be encoded (an
 	// int too large for an Avro int, an enum symbol the schema lacks,
-	// invalid UTF-8 in a proto3 string): sink.PolicyFail (default) fails
-	// the bundle, sink.PolicyDrop logs, counts and drops it,
-	// sink.PolicyDeadLetter emits it on the dead-letter output (stage
+	// invalid UTF-8 in a proto3 string): model.PolicyFail (default) fails
+	// the bundle, model.PolicyDrop logs, counts and drops it,
+	// model.PolicyDeadLetter emits it on the dead-letter output (stage
 	// validate), its Data the value rendered by encoding/json.
-	FailurePolicy sink.FailurePolicy
+	FailurePolicy model.FailurePolicy
 
 	// Connection says where and as whom the schema service is reached for
 	// Topic's settings. Nothing connects without a Topic.
@@ -212,11 +210,11 @@ func (p *payload) withDefaults() []error {
 // withDefaults returns cfg with its defaults filled in, validated for
 // elements of type t.
 func (cfg DecodeConfig) withDefaults(t reflect.Type) (DecodeConfig, error) {
-	construct.Default(&cfg.DecodePolicy, source.DecodeFail)
-	own := policyProblem("DecodePolicy", cfg.DecodePolicy, source.DecodeFail, source.DecodeDrop, source.DecodeDeadLetter)
-	if cfg.DecodePolicy == source.DecodeNack {
+	construct.Default(&cfg.DecodePolicy, model.DecodeFail)
+	own := policyProblem("DecodePolicy", cfg.DecodePolicy, model.DecodeFail, model.DecodeDrop, model.DecodeDeadLetter)
+	if cfg.DecodePolicy == model.DecodeNack {
 		own = fmt.Errorf("DecodePolicy %s cannot apply after the read: the read emitted the message and acks it once its bundle commits, so there is nothing left to nack; use %s or %s here, or set %s on the read (its Format check) for the subscription's dead-letter policy",
-			source.DecodeNack, source.DecodeDeadLetter, source.DecodeFail, source.DecodeNack)
+			model.DecodeNack, model.DecodeDeadLetter, model.DecodeFail, model.DecodeNack)
 	}
 	var err error
 	cfg.Encoding, err = validate(cfg.payload(), t, decoding, own)
@@ -226,8 +224,8 @@ func (cfg DecodeConfig) withDefaults(t reflect.Type) (DecodeConfig, error) {
 // withDefaults returns cfg with its defaults filled in, validated for
 // elements of type t.
 func (cfg EncodeConfig) withDefaults(t reflect.Type) (EncodeConfig, error) {
-	construct.Default(&cfg.FailurePolicy, sink.PolicyFail)
-	own := policyProblem("FailurePolicy", cfg.FailurePolicy, sink.PolicyFail, sink.PolicyDrop, sink.PolicyDeadLetter)
+	construct.Default(&cfg.FailurePolicy, model.PolicyFail)
+	own := policyProblem("FailurePolicy", cfg.FailurePolicy, model.PolicyFail, model.PolicyDrop, model.PolicyDeadLetter)
 	var err error
 	cfg.Encoding, err = validate(cfg.payload(), t, encoding, own)
 	return cfg, err

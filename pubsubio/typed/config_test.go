@@ -11,7 +11,6 @@ import (
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
-	"github.com/pubsubio/beam-pubsubio/pubsubio/source"
 )
 
 // unregistered is a named type nobody registered with Beam.
@@ -33,7 +32,7 @@ func TestDecodeRejectsAtConstruction(t *testing.T) {
 		{"unknown encoding", DecodeConfig{Format: FormatAvro, AvroSchema: readingSchema, Encoding: "TEXT"}, readingType, []string{`Encoding "TEXT" is unknown`}},
 		{"Avro without a schema", DecodeConfig{Format: FormatAvro}, readingType, []string{"needs the writer's schema"}},
 		{"an Avro schema for JSON", DecodeConfig{Format: FormatJSON, AvroSchema: readingSchema}, readingType, []string{"AvroSchema is set, but Format is \"JSON\""}},
-		{"Nack", DecodeConfig{Format: FormatJSON, DecodePolicy: source.DecodeNack}, readingType, []string{"DecodePolicy NACK cannot apply after the read", "nothing left to nack"}},
+		{"Nack", DecodeConfig{Format: FormatJSON, DecodePolicy: model.DecodeNack}, readingType, []string{"DecodePolicy NACK cannot apply after the read", "nothing left to nack"}},
 		{"unknown policy", DecodeConfig{Format: FormatJSON, DecodePolicy: "RETRY"}, readingType, []string{`DecodePolicy "RETRY" is unknown`}},
 		{"bad topic", DecodeConfig{Format: FormatJSON, Topic: model.TopicOf(testProject, "x")}, readingType, []string{"Topic: topic ID \"x\" is invalid"}},
 		{"bad connection", DecodeConfig{Format: FormatJSON, Connection: connection.Settings{EmulatorEndpoint: "http://x:1"}}, readingType, []string{"Connection: EmulatorEndpoint"}},

@@ -13,7 +13,6 @@ import (
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
-	"github.com/pubsubio/beam-pubsubio/pubsubio/source"
 )
 
 type (
@@ -193,16 +192,16 @@ func (c *decodeCore) fail(ctx context.Context, m model.Message, err error, dead 
 	}
 	decodeFailures.Inc(ctx, 1)
 	switch c.Cfg.DecodePolicy {
-	case source.DecodeDrop:
+	case model.DecodeDrop:
 		return nil
-	case source.DecodeDeadLetter:
+	case model.DecodeDeadLetter:
 		f := dlq.New(dlq.StageDecode, m, fmt.Errorf("pubsubio.Decode: %s: %w", describe(m), err), m.DeliveryAttempt, time.Now())
 		f.Subscription = m.Subscription
 		dead(f)
 		return nil
 	}
 	return fmt.Errorf("pubsubio.Decode: %s cannot be decoded as %s, so the bundle fails and the read gives the message back for redelivery: fix the publisher, or set DecodePolicy %s or %s: %w",
-		describe(m), c.Cfg.Format, source.DecodeDrop, source.DecodeDeadLetter, err)
+		describe(m), c.Cfg.Format, model.DecodeDrop, model.DecodeDeadLetter, err)
 }
 
 // describe names m for an error: its ID and subscription, when it has them.

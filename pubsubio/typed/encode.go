@@ -18,7 +18,6 @@ import (
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/grpccode"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
-	"github.com/pubsubio/beam-pubsubio/pubsubio/sink"
 )
 
 type emitMessage = func(model.Message)
@@ -119,17 +118,17 @@ func (c *encodeCore) encode(ctx context.Context, base model.Message, v any, emit
 	encodeFailures.Inc(ctx, 1)
 	err = fmt.Errorf("pubsubio.Encode: a %v cannot be encoded as %s (encoding %s): %w", c.Type.T, c.Cfg.Format, c.Cfg.Encoding, err)
 	switch c.Cfg.FailurePolicy {
-	case sink.PolicyDrop:
-		log.Warnf(ctx, "%v; dropped under FailurePolicy %s", err, sink.PolicyDrop)
+	case model.PolicyDrop:
+		log.Warnf(ctx, "%v; dropped under FailurePolicy %s", err, model.PolicyDrop)
 		return nil
-	case sink.PolicyDeadLetter:
+	case model.PolicyDeadLetter:
 		out.Data = render(v)
 		f := dlq.New(dlq.StageValidate, out, err, 0, time.Now())
 		f.Topic, f.Code = out.Topic, grpccode.Name(codes.InvalidArgument)
 		dead(f)
 		return nil
 	}
-	return fmt.Errorf("%w; the bundle fails: fix the value, or set FailurePolicy %s or %s", err, sink.PolicyDrop, sink.PolicyDeadLetter)
+	return fmt.Errorf("%w; the bundle fails: fix the value, or set FailurePolicy %s or %s", err, model.PolicyDrop, model.PolicyDeadLetter)
 }
 
 // render is a value that could not be encoded, for a person to read in

@@ -15,7 +15,6 @@ import (
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
-	"github.com/pubsubio/beam-pubsubio/pubsubio/sink"
 )
 
 func init() {
@@ -43,7 +42,7 @@ func TestEncodeOnPrism(t *testing.T) {
 	decoded, _ := Decode(s, DecodeConfig{Format: FormatJSON}, readingType,
 		messagesAt(s, jsonMessage("a", `{"sensor":"t1","value":1.5}`), jsonMessage("bb", `{"sensor":"t2","value":-2}`)))
 	bad := beam.CreateList(s, []reading{{Sensor: "nan", Value: math.NaN()}})
-	msgs, dead := Encode(s, EncodeConfig{Format: FormatJSON, Topic: topic, FailurePolicy: sink.PolicyDeadLetter, Connection: f.conn}, beam.Flatten(s, decoded, bad))
+	msgs, dead := Encode(s, EncodeConfig{Format: FormatJSON, Topic: topic, FailurePolicy: model.PolicyDeadLetter, Connection: f.conn}, beam.Flatten(s, decoded, bad))
 	passert.Equals(s, beam.ParDo(s, encodedAt, msgs),
 		`@1716700001000 readings  [] "{\"sensor\":\"t1\",\"value\":1.5}"`,
 		`@1716700002000 readings  [] "{\"sensor\":\"t2\",\"value\":-2}"`)

@@ -24,7 +24,6 @@ import (
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
-	"github.com/pubsubio/beam-pubsubio/pubsubio/source"
 )
 
 // Messages naming a revision are read with it, in the encoding they name;
@@ -124,7 +123,7 @@ func TestDecodeRecursiveRevision(t *testing.T) {
 	f := newFakeSchemas(t)
 	flat := `{"type": "record", "name": "Node", "namespace": "com.example", "fields": [{"name": "value", "type": "long"}]}`
 	revs := f.schema(t, "nodes", pubsubpb.Schema_AVRO, flat, nodeSchema)
-	c, err := decoderFor(t, DecodeConfig{Format: FormatAvro, AvroSchema: flat, DecodePolicy: source.DecodeDeadLetter, Connection: f.conn}, nodeType)
+	c, err := decoderFor(t, DecodeConfig{Format: FormatAvro, AvroSchema: flat, DecodePolicy: model.DecodeDeadLetter, Connection: f.conn}, nodeType)
 	if err != nil {
 		t.Fatal(err)
 	}
