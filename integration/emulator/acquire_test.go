@@ -21,6 +21,11 @@ func init() {
 	}
 }
 
+// absentImage hides the container path where a Docker engine runs: an
+// unreachable DOCKER_HOST alone does not, as testcontainers then falls back
+// to the default socket.
+const absentImage = "pubsubio/absent:none"
+
 // TestRequireSkipsOrFails re-runs this test binary with no emulator
 // available: Require must skip TestRoundTrip with the three options, or fail
 // it when PUBSUB_IT_REQUIRE=1.
@@ -35,7 +40,7 @@ func TestRequireSkipsOrFails(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestRoundTrip$", "-test.v", "-test.count=1")
 		cmd.Env = append(os.Environ(), envHideSDK+"=1", "PATH="+t.TempDir(), "DOCKER_HOST=tcp://127.0.0.1:1",
-			EnvEndpoint+"=", EnvBinary+"=", EnvRequire+"="+tc.require)
+			EnvImage+"="+absentImage, EnvEndpoint+"=", EnvBinary+"=", EnvRequire+"="+tc.require)
 		out, err := cmd.CombinedOutput()
 		cancel()
 		if !strings.Contains(string(out), tc.want) || !strings.Contains(string(out), EnvEndpoint+"=host:port") {
@@ -45,20 +50,25 @@ func TestRequireSkipsOrFails(t *testing.T) {
 	}
 }
 
-// TestUnavailable: with no endpoint, no binary and no Docker, acquire says
+// TestUnavailable: with no endpoint, no binary and no Docker (or no image),
+// acquire says
 // how to provide an emulator.
 func TestUnavailable(t *testing.T) {
 	t.Setenv(EnvEndpoint, "")
 	t.Setenv(EnvBinary, "")
 	t.Setenv("PATH", t.TempDir())
 	t.Setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
+	t.Setenv(EnvImage, absentImage)
 	saved := wellKnownSDKs
 	wellKnownSDKs = []string{t.TempDir()}
 	t.Cleanup(func() { wellKnownSDKs = saved })
 
-	_, err := acquire(t.Context())
+	e, err := acquire(t.Context())
+	if e != nil {
+		_ = e.Stop()
+	}
 	if !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("acquire = %v, want ErrUnavailable", err)
+		t.Fatalf("acquire = %v (emulator acquired: %t), want ErrUnavailable", err, e != nil)
 	}
 	for _, want := range []string{EnvEndpoint + "=host:port", EnvBinary, "Docker"} {
 		if !strings.Contains(err.Error(), want) {

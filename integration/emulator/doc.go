@@ -23,8 +23,11 @@
 //     under /usr/lib/google-cloud-sdk. One process per test binary on a free
 //     loopback port, in its own process group, output captured in a temp
 //     file; it is killed by that group id when the binary's tests finish.
-//  3. Docker via testcontainers-go (the Cloud SDK emulators image), only when
-//     no binary is found and a Docker engine answers.
+//  3. Docker via testcontainers-go, only when no binary is found and a
+//     Docker engine answers: the image pubsubio/pubsub-emulator:local (or
+//     PUBSUB_IT_IMAGE), built on the machine by scripts/emulator-image.sh
+//     from the installed emulator and JDK; nothing is pulled. Ryuk is
+//     disabled (it is an image to pull); Stop removes the container.
 //
 // When none is available, Require skips the test with a message naming these
 // three options (or fails it when PUBSUB_IT_REQUIRE=1, for CI).

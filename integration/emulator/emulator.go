@@ -64,7 +64,8 @@ const unavailableHelp = "provide one of:\n" +
 	"  1. an already running emulator: " + EnvEndpoint + "=host:port (e.g. `scripts/emulator start 8085`),\n" +
 	"  2. the gcloud emulator binary: `gcloud components install pubsub-emulator` (or apt package google-cloud-cli-pubsub-emulator), " +
 	"found via " + EnvBinary + "=/path/to/cloud-pubsub-emulator, $PATH, or the Cloud SDK next to gcloud,\n" +
-	"  3. a reachable Docker engine, so testcontainers-go can run " + ContainerImage
+	"  3. a reachable Docker engine holding the image " + ContainerImage + " (or " + EnvImage + "), built by scripts/emulator-image.sh,\n" +
+	"     so testcontainers-go can run it"
 
 // Emulator is a reachable Pub/Sub emulator. Endpoint and Project are fixed
 // for its lifetime (Restart keeps the endpoint).
