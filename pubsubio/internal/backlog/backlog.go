@@ -99,6 +99,10 @@ func NewClient(ctx context.Context, s connection.Settings, extra ...grpc.DialOpt
 		conn.Close()
 		return nil, fmt.Errorf("creating the Cloud Monitoring client for %s: %w", s.MonitoringTarget(), err)
 	}
+	// No retries within a call: the client's default retries Unavailable
+	// until its deadline, which would hold a round for RPCTimeout, and the
+	// next round comes a minute later anyway.
+	mc.CallOptions.ListTimeSeries = nil
 	return &Client{metrics: mc, timeout: s.CallTimeout(), target: s.MonitoringTarget()}, nil
 }
 

@@ -119,23 +119,27 @@ func TestSampleBatchesByProject(t *testing.T) {
 	}
 }
 
-// A failing Cloud Monitoring: the first failed call ends the sample, and
-// the error names the call, the project and the endpoint.
+// A failing Cloud Monitoring: the first failed call ends the sample, is
+// not retried (Unavailable neither, which the client's defaults retry
+// until the deadline), and the error names the call, the project and the
+// endpoint.
 func TestSampleStopsAtTheFirstFailure(t *testing.T) {
-	srv, c := newServer(t, 0)
-	srv.Fail(status.Error(codes.PermissionDenied, "monitoring.timeSeries.list denied"))
-	subs := []model.Subscription{{Project: "p", ID: "a"}, {Project: "q", ID: "b"}}
-	got, err := c.Sample(context.Background(), subs, now)
-	if status.Code(err) != codes.PermissionDenied {
-		t.Fatalf("Sample error = %v, want PermissionDenied", err)
-	}
-	for _, w := range []string{"ListTimeSeries", backlog.MetricMessages, "project p", srv.Addr} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error %q does not name %q", err, w)
+	for _, code := range []codes.Code{codes.PermissionDenied, codes.Unavailable} {
+		srv, c := newServer(t, 0)
+		srv.Fail(status.Error(code, "monitoring.timeSeries.list failed"))
+		subs := []model.Subscription{{Project: "p", ID: "a"}, {Project: "q", ID: "b"}}
+		got, err := c.Sample(context.Background(), subs, now)
+		if status.Code(err) != code {
+			t.Fatalf("Sample error = %v, want %v", err, code)
 		}
-	}
-	if len(got) != 0 || len(srv.Requests()) != 1 {
-		t.Errorf("%d samples after %d calls, want none after one", len(got), len(srv.Requests()))
+		for _, w := range []string{"ListTimeSeries", backlog.MetricMessages, "project p", srv.Addr} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: error %q does not name %q", code, err, w)
+			}
+		}
+		if len(got) != 0 || len(srv.Requests()) != 1 {
+			t.Errorf("%v: %d samples after %d calls, want none after one", code, len(got), len(srv.Requests()))
+		}
 	}
 }
 
