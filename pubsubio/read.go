@@ -40,6 +40,9 @@ type (
 	// FlinkCheckpoints is where a read on Flink learns of its job's
 	// completed checkpoints.
 	FlinkCheckpoints = source.FlinkCheckpoints
+	// BacklogMode is BacklogAuto or BacklogOff: whether the read samples
+	// its subscriptions' backlog from Cloud Monitoring.
+	BacklogMode = source.BacklogMode
 	// SubscriptionSetup is what the read's prepare step does for one
 	// subscription before reading it: create it when missing, seek it to a
 	// start position. Most reads need none.
@@ -122,6 +125,17 @@ const (
 	// CommitFlinkCheckpoint acks once a completed Flink checkpoint covers
 	// the bundle (ReadConfig.Flink).
 	CommitFlinkCheckpoint = source.CommitFlinkCheckpoint
+)
+
+// Backlog modes (ReadConfig.Backlog): whether the read samples its
+// subscriptions' backlog from Cloud Monitoring for progress, gauges and
+// the watermark (docs/reading.md, Backlog).
+const (
+	// BacklogAuto (default) samples against production Pub/Sub, and beside
+	// an emulator when Connection.MonitoringEndpoint is set.
+	BacklogAuto = source.BacklogAuto
+	// BacklogOff never samples.
+	BacklogOff = source.BacklogOff
 )
 
 // Start positions (StartPosition.Kind); the functions below build them.

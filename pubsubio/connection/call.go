@@ -27,7 +27,9 @@ func (s Settings) Endpoint() string {
 	return ProductionEndpoint
 }
 
-func (s Settings) rpcTimeout() time.Duration {
+// CallTimeout is RPCTimeout, or DefaultRPCTimeout if that is zero: what
+// Call bounds one call by.
+func (s Settings) CallTimeout() time.Duration {
 	if s.RPCTimeout == 0 {
 		return DefaultRPCTimeout
 	}
@@ -44,11 +46,11 @@ func (s Settings) rpcTimeout() time.Duration {
 // describe.
 func (s Settings) Call(ctx context.Context, api, call string, f func(context.Context) error) error {
 	start := time.Now()
-	limit := fmt.Sprintf("Connection.RPCTimeout %v", s.rpcTimeout())
-	if d, ok := ctx.Deadline(); ok && d.Before(start.Add(s.rpcTimeout())) {
+	limit := fmt.Sprintf("Connection.RPCTimeout %v", s.CallTimeout())
+	if d, ok := ctx.Deadline(); ok && d.Before(start.Add(s.CallTimeout())) {
 		limit = fmt.Sprintf("the step's own %v", d.Sub(start).Round(time.Millisecond))
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.rpcTimeout())
+	ctx, cancel := context.WithTimeout(ctx, s.CallTimeout())
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 	done, exited := make(chan struct{}), make(chan struct{})

@@ -50,27 +50,38 @@ func Dial(ctx context.Context, s Settings, extra ...grpc.DialOption) (*grpc.Clie
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	// apiv1 sets this as a default dial option, which WithGRPCConn skips:
-	// without it a streaming-pull response over gRPC's 4 MiB default is
-	// rejected.
-	maxRecv := grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32))
-
 	if s.EmulatorEndpoint != "" {
-		// "dns:///" keeps a host that happens to be a gRPC scheme name
-		// ("unix:8085") from being read as one. gRPC parses the target as a
-		// URL, so the "%" of an IPv6 zone ("[fe80::1%eth0]:8085"), which
-		// Validate accepts, is escaped; the resolver gets it back unescaped.
-		conn, err := grpc.NewClient("dns:///"+strings.ReplaceAll(s.EmulatorEndpoint, "%", "%25"),
-			append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), maxRecv}, extra...)...)
-		if err != nil {
-			return nil, fmt.Errorf("EmulatorEndpoint %q: %w", s.EmulatorEndpoint, err)
-		}
-		return conn, nil
+		return dialPlaintext("EmulatorEndpoint", s.EmulatorEndpoint, extra)
 	}
+	return dialProduction(ctx, s, "Pub/Sub", ProductionEndpoint, vkit.DefaultAuthScopes(), extra)
+}
 
+// maxRecv is what apiv1 sets as a default dial option, which WithGRPCConn
+// skips: without it a streaming-pull response over gRPC's 4 MiB default
+// is rejected.
+var maxRecv = grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32))
+
+// dialPlaintext connects to endpoint, the value of option, over plaintext
+// gRPC without credentials.
+func dialPlaintext(option, endpoint string, extra []grpc.DialOption) (*grpc.ClientConn, error) {
+	// "dns:///" keeps a host that happens to be a gRPC scheme name
+	// ("unix:8085") from being read as one. gRPC parses the target as a
+	// URL, so the "%" of an IPv6 zone ("[fe80::1%eth0]:8085"), which
+	// Validate accepts, is escaped; the resolver gets it back unescaped.
+	conn, err := grpc.NewClient("dns:///"+strings.ReplaceAll(endpoint, "%", "%25"),
+		append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), maxRecv}, extra...)...)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: %w", option, endpoint, err)
+	}
+	return conn, nil
+}
+
+// dialProduction connects to service at endpoint over TLS, with s's
+// credentials and scopes.
+func dialProduction(ctx context.Context, s Settings, service, endpoint string, scopes []string, extra []grpc.DialOption) (*grpc.ClientConn, error) {
 	opts := []option.ClientOption{
-		option.WithEndpoint(ProductionEndpoint),
-		option.WithScopes(vkit.DefaultAuthScopes()...),
+		option.WithEndpoint(endpoint),
+		option.WithScopes(scopes...),
 		// The keepalive pubsub.NewClientWithConfig would add for production:
 		// pinging a quiet connection every 5 minutes notices a dead one and
 		// redials, rather than leaving a streaming pull waiting forever.
@@ -93,9 +104,9 @@ func Dial(ctx context.Context, s Settings, extra ...grpc.DialOption) (*grpc.Clie
 	conn, err := gtransport.Dial(ctx, opts...)
 	if err != nil {
 		if s.CredentialsFile == "" {
-			return nil, fmt.Errorf("connecting to Pub/Sub with application-default credentials: %w; set CredentialsFile or configure application-default credentials on the workers", err)
+			return nil, fmt.Errorf("connecting to %s with application-default credentials: %w; set CredentialsFile or configure application-default credentials on the workers", service, err)
 		}
-		return nil, fmt.Errorf("connecting to Pub/Sub with CredentialsFile: %w", err)
+		return nil, fmt.Errorf("connecting to %s with CredentialsFile: %w", service, err)
 	}
 	return conn, nil
 }

@@ -32,6 +32,14 @@ type Settings struct {
 	// file naming Google's token endpoint. It cannot be combined with
 	// EmulatorEndpoint.
 	CredentialsFile string
+	// MonitoringEndpoint is the host:port of a Cloud Monitoring stand-in
+	// beside EmulatorEndpoint, reached over plaintext gRPC without
+	// credentials: the read samples its subscriptions' backlog there
+	// (source.Config.Backlog). Against production Pub/Sub the read samples
+	// Cloud Monitoring itself, as the same identity, so it is set only with
+	// EmulatorEndpoint; empty with an emulator means no backlog samples.
+	// Write ignores it. README, Backlog.
+	MonitoringEndpoint string
 	// RPCTimeout bounds each call the connector makes on its own behalf:
 	// describing, creating and seeking subscriptions, acking and nacking by
 	// RPC, creating topics. The client retries within it; the connector
@@ -58,6 +66,7 @@ func (s Settings) Validate() error {
 			errs = append(errs, errors.New("EmulatorEndpoint and CredentialsFile are both set: the emulator is reached in plaintext without credentials, so a key would go unused or be exposed; set CredentialsFile only for production Pub/Sub"))
 		}
 	}
+	errs = append(errs, s.validateMonitoring()...)
 	errs = append(errs, construct.CheckBounds(construct.Bound[time.Duration]{
 		Option: "RPCTimeout", Value: s.RPCTimeout, Min: time.Second, Max: 10 * time.Minute, Zero: "for DefaultRPCTimeout (1 min)",
 	})...)

@@ -54,6 +54,12 @@ func TestValidate(t *testing.T) {
 		{name: "empty label", s: Settings{EmulatorEndpoint: "local..host:8085"}, want: []string{`EmulatorEndpoint "local..host:8085"`, "empty label"}},
 		{name: "fully qualified host", s: Settings{EmulatorEndpoint: "localhost.:8085"}},
 		{name: "relative path", s: Settings{CredentialsFile: "keys/pubsub-key.json"}},
+
+		{name: "monitoring beside an emulator", s: Settings{EmulatorEndpoint: "localhost:8085", MonitoringEndpoint: "localhost:8086"}},
+		{name: "monitoring without an emulator", s: Settings{MonitoringEndpoint: "localhost:8086"}, want: []string{"MonitoringEndpoint is set without EmulatorEndpoint", "leave MonitoringEndpoint empty"}},
+		{name: "monitoring with a scheme", s: Settings{EmulatorEndpoint: "localhost:8085", MonitoringEndpoint: "https://localhost:8086"}, want: []string{`MonitoringEndpoint "https://localhost:8086"`, "scheme", "plaintext"}},
+		{name: "monitoring without a port", s: Settings{EmulatorEndpoint: "localhost:8085", MonitoringEndpoint: "localhost"}, want: []string{`MonitoringEndpoint "localhost"`, "missing port"}},
+		{name: "monitoring beside a key", s: Settings{CredentialsFile: keyPath, MonitoringEndpoint: "localhost:8086"}, want: []string{"MonitoringEndpoint is set without EmulatorEndpoint"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.s.Validate()

@@ -91,7 +91,7 @@ func (r *splitReader) endBundle(nacks []*delivery, policy watermarkPolicy) split
 	} else {
 		r.lastDeaf = s.at
 	}
-	if c := policy.next(s); !c.IsZero() {
+	if c := r.backlogHoldLocked(policy.next(s), s.at); !c.IsZero() {
 		if back := r.ledger.givenBack.oldest(s.at); !back.IsZero() && back.Before(c) {
 			c = back
 		}

@@ -231,6 +231,16 @@ type Config struct {
 	// cost. docs/tracing.md, Tracing.
 	Tracing bool
 
+	// Backlog says whether the read samples its subscriptions' backlog
+	// from Cloud Monitoring, once a minute per subscription per worker:
+	// BacklogAuto (default: against production Pub/Sub, and beside an
+	// emulator when Connection.MonitoringEndpoint names a stand-in) or
+	// BacklogOff. The samples are the splits' progress and size, for
+	// runners that scale on them, the backlog gauges, and a hold on the
+	// watermark while old messages wait (backlog.go; docs/reading.md,
+	// Backlog).
+	Backlog BacklogMode
+
 	// Connection says where and as whom to connect. The zero value is
 	// application-default credentials against Pub/Sub.
 	Connection connection.Settings
@@ -273,6 +283,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	construct.Default(&cfg.WatermarkLateness, DefaultWatermarkLateness)
 	construct.Default(&cfg.WatermarkMaxOutage, DefaultWatermarkMaxOutage)
 	construct.Default(&cfg.LatePolicy, LateEmit)
+	construct.Default(&cfg.Backlog, BacklogAuto)
 	cfg, topicErrs := cfg.withTopics()
 	cfg.setupWithDefaults()
 	cfg.flowControlFromBudget()
@@ -338,6 +349,7 @@ func (cfg Config) validate(errs []error) error {
 		bad("MaxMessages %d must not be negative (0 reads without a count limit)", cfg.MaxMessages)
 	}
 	errs = append(errs, cfg.validateSetup()...)
+	errs = append(errs, cfg.validateBacklog()...)
 	if err := cfg.Connection.Validate(); err != nil {
 		errs = append(errs, err)
 	}

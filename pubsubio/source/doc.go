@@ -53,5 +53,10 @@
 //     counts the answer (exactlyonce.go).
 //   - Under Tracing, a delivery's receive span runs from its arrival to
 //     its ack or give-back (trace.go).
+//   - Each split reader watches its subscription's backlog, which a
+//     process-wide sampler asks Cloud Monitoring for once a minute
+//     (backlog.go, internal/backlog); the samples are the splits' progress
+//     and size and the backlog gauges (backlogprogress.go), and hold the
+//     watermark while an old message waits (backlogwatermark.go).
 //   - acklatency.go measures emission to ack; metrics.go reports to Beam.
 package source

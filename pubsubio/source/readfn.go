@@ -56,7 +56,11 @@ func (fn *readFn) SplitRestriction(_ Split, rest Restriction) []Restriction {
 	return []Restriction{rest}
 }
 
-func (fn *readFn) RestrictionSize(Split, Restriction) float64 { return 1 }
+// RestrictionSize is the split's share of its subscription's backlog
+// bytes (backlogprogress.go).
+func (fn *readFn) RestrictionSize(split Split, rest Restriction) float64 {
+	return fn.backlogSize(split, rest)
+}
 
 func (fn *readFn) CreateTracker(rest Restriction) *sdf.LockRTracker {
 	return sdf.NewLockRTracker(newTracker(rest, processID))
@@ -121,6 +125,8 @@ func (fn *readFn) runBundle(ctx context.Context, we *watermarkEstimator, rt *sdf
 	key := splitKey{read: fn.ReadID, index: split.Index}
 	r, rs := readers.reader(key, split, fn.Cfg)
 	defer rs.flush(ctx)
+	defer r.reportBacklog(ctx)
+	fn.trackBacklog(rt, r, split)
 
 	share := splitShare(fn.Cfg.MaxMessages, split.Index, fn.SplitCount, len(fn.Cfg.Subscriptions))
 	limit := fn.Cfg.MaxRecordsPerBundle
@@ -225,7 +231,7 @@ func (fn *readFn) emitBatch(r *splitReader, rt *sdf.LockRTracker, seq int64, wat
 					d.msg.ID, d.msg.Subscription, model.DecodeDrop, model.DecodeNack, model.DecodeDeadLetter, d.err)
 			}
 		}
-		if !rt.TryClaim(&d.ackID) {
+		if !rt.TryClaim(d) {
 			r.abandonBundle(seq, nil)
 			return emitted{}, fmt.Errorf("pubsubio.Read: split %d of %s could not claim a message: %w", r.split.Index, r.split.Subscription, rt.GetError())
 		}

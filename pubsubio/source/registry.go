@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
 // processID identifies this worker process in the restrictions it emits, so
@@ -63,6 +65,9 @@ func newReadState(cfg Config) *readState {
 type registry struct {
 	now  func() time.Time
 	dial func(context.Context, Split, Config, *givenBack) (puller, error)
+	// watchBacklog, when set, gives each new split reader its watch of
+	// its subscription's backlog (backlog.go).
+	watchBacklog func(Config, model.Subscription, time.Time) *backlogWatch
 
 	mu            sync.Mutex
 	reads         map[string]*readState
@@ -71,9 +76,13 @@ type registry struct {
 }
 
 // readers is the process's registry.
-var readers = newRegistry(time.Now, func(ctx context.Context, s Split, cfg Config, g *givenBack) (puller, error) {
-	return dialPuller(ctx, s.Subscription, cfg, g)
-})
+var readers = func() *registry {
+	g := newRegistry(time.Now, func(ctx context.Context, s Split, cfg Config, g *givenBack) (puller, error) {
+		return dialPuller(ctx, s.Subscription, cfg, g)
+	})
+	g.watchBacklog = watchBacklog
+	return g
+}()
 
 func newRegistry(now func() time.Time, dial func(context.Context, Split, Config, *givenBack) (puller, error)) *registry {
 	return &registry{now: now, dial: dial, reads: map[string]*readState{}}
@@ -127,6 +136,9 @@ func (g *registry) reader(key splitKey, split Split, cfg Config) (*splitReader, 
 		r = newSplitReader(split, cfg, rs, g.now, func(ctx context.Context) (puller, error) {
 			return g.dial(ctx, split, cfg, rs.givenBack)
 		})
+		if g.watchBacklog != nil {
+			r.backlog = g.watchBacklog(cfg, split.Subscription, g.now())
+		}
 		rs.readers[key.index] = r
 		g.startJanitorLocked(cfg.LeaseIdle)
 	}

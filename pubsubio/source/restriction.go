@@ -35,27 +35,32 @@ type finishClaim struct{}
 // tracker tracks one bundle of a split. Claims are the ack IDs of emitted
 // messages; the self-checkpoint (TrySplit(0)) moves them into the residual.
 type tracker struct {
-	rest      Restriction
-	owner     string
-	claimed   []ackID
-	finishing bool // the residual ends the read (bounded reads)
-	done      bool
-	err       error
+	rest         Restriction
+	owner        string
+	claimed      []ackID
+	claimedBytes int64
+	finishing    bool // the residual ends the read (bounded reads)
+	done         bool
+	err          error
+	// remaining is the split's remaining work while it runs, set by its
+	// bundle when the read samples backlog (backlogprogress.go).
+	remaining func() float64
 }
 
 func newTracker(rest Restriction, owner string) *tracker {
 	return &tracker{rest: rest, owner: owner}
 }
 
-// TryClaim claims a *ackID (a pointer, so that claiming a message does not
-// allocate) or, with finishClaim, ends the split.
+// TryClaim claims a *delivery, the message the bundle emits, or, with
+// finishClaim, ends the split.
 func (t *tracker) TryClaim(pos any) bool {
 	if t.done {
 		return false
 	}
 	switch p := pos.(type) {
-	case *ackID:
-		t.claimed = append(t.claimed, *p)
+	case *delivery:
+		t.claimed = append(t.claimed, p.ackID)
+		t.claimedBytes += p.size
 		return true
 	case finishClaim:
 		t.done = true
@@ -94,14 +99,20 @@ func (t *tracker) TrySplit(fraction float64) (primary, residual any, err error) 
 	return prim, res, nil
 }
 
-// GetProgress reports claimed messages as done work and one unit remaining
-// while the split runs: a stream's remaining work is unknown, and 0 would
-// tell the runner the split is finished.
+// GetProgress reports the bytes of the claimed messages as done work and,
+// while the split runs, its share of its subscription's backlog bytes as
+// remaining (backlogprogress.go); one unit without a sample: a stream's
+// remaining work is unknown, and 0 would tell the runner the split is
+// finished.
 func (t *tracker) GetProgress() (done, remaining float64) {
-	if t.done {
-		return float64(len(t.claimed)), 0
+	done = float64(t.claimedBytes)
+	switch {
+	case t.done:
+		return done, 0
+	case t.remaining != nil:
+		return done, t.remaining()
 	}
-	return float64(len(t.claimed)), 1
+	return done, 1
 }
 
 func (t *tracker) IsDone() bool        { return t.done }

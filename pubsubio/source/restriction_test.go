@@ -161,15 +161,15 @@ func TestTrackerClaims(t *testing.T) {
 		t.Fatal("a new tracker is done")
 	}
 	for _, id := range []ackID{"a", "b", "c"} {
-		if !tr.TryClaim(&id) {
+		if !tr.TryClaim(claimOf(id)) {
 			t.Fatalf("TryClaim(%q) = false", id)
 		}
 	}
 	if diff := cmp.Diff([]ackID{"a", "b", "c"}, tr.claimedIDs()); diff != "" {
 		t.Errorf("claimed IDs (-want +got):\n%s", diff)
 	}
-	if done, remaining := tr.GetProgress(); done != 3 || remaining <= 0 {
-		t.Errorf("GetProgress() = %v, %v; want 3 done and some remaining while the split runs", done, remaining)
+	if done, remaining := tr.GetProgress(); done != 3*claimSize || remaining != 1 {
+		t.Errorf("GetProgress() = %v, %v; want the claimed bytes (%d) done and one unit remaining while the split runs without a backlog sample", done, remaining, 3*claimSize)
 	}
 	if tr.IsDone() || tr.GetError() != nil {
 		t.Errorf("after claims: IsDone %v, GetError %v", tr.IsDone(), tr.GetError())
@@ -298,5 +298,8 @@ func TestTrackerRejectsUnknownClaims(t *testing.T) {
 	}
 }
 
+// claimSize is the size of every claimOf delivery.
+const claimSize = 100
+
 // claimOf is a claim of id, as the read makes them.
-func claimOf(id ackID) *ackID { return &id }
+func claimOf(id ackID) *delivery { return &delivery{ackID: id, size: claimSize} }

@@ -36,15 +36,22 @@ func splitShare(maxMessages int64, index, count, subs int) int64 {
 	if maxMessages == 0 {
 		return -1
 	}
-	// Splits of subscription index%subs are index%subs, +subs, +2*subs...
-	siblings := int64(count / subs)
-	if index%subs < count%subs {
-		siblings++
-	}
+	siblings := siblingsOf(index, count, subs)
 	rank := int64(index / subs)
 	share := maxMessages / siblings
 	if rank < maxMessages%siblings {
 		share++
 	}
 	return share
+}
+
+// siblingsOf is how many splits of a plan of count splits over subs
+// subscriptions read the subscription split index reads, itself included.
+func siblingsOf(index, count, subs int) int64 {
+	// Splits of subscription index%subs are index%subs, +subs, +2*subs...
+	n := int64(count / subs)
+	if index%subs < count%subs {
+		n++
+	}
+	return n
 }

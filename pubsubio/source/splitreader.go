@@ -77,6 +77,9 @@ type splitReader struct {
 	// one (commit.go).
 	checkpoints *checkpointWatcher
 	awaiting    []awaitingCommit
+	// backlog is the split's watch of its subscription's backlog samples,
+	// nil when the read does not sample (backlog.go); set by the registry.
+	backlog *backlogWatch
 }
 
 // receiveRun is one Receive call; a reader restarts with a new one.
@@ -262,6 +265,9 @@ func (r *splitReader) release(reason counter) {
 	acks := r.ledger.takeRecentAcks(r.now())
 	if r.checkpoints != nil {
 		r.checkpoints.release()
+	}
+	if r.backlog != nil {
+		r.backlog.release()
 	}
 	r.mu.Unlock()
 	stopped := run == nil || r.awaitStop(run)
