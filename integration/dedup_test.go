@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
@@ -36,6 +37,18 @@ func inputAndMessageID(m pubsubio.Message) string { return inputIDOf(m) + "/" + 
 // output, from an at-least-once pipeline. At least atLeast input IDs must
 // have copies (the test republishes that many: Topology.RepublishOutputs),
 // or the check proves nothing. It logs how many copies there were.
+// withoutPrismSplits turns off Prism's splitting of stalled bundles until
+// the function it returns is called. In Beam 2.77 such a split of a
+// stateful stage lets a new bundle take a key that the stalled bundle
+// still holds, with state that misses that bundle's writes, and
+// Deduplicate passes one copy more (TestDeduplicateInAStalledBundle in
+// pubsubio/dedup; docs/deduplication.md).
+func withoutPrismSplits() (restore func()) {
+	was := *jobopts.Experiments
+	*jobopts.Experiments = "prism_disable_sdf_split"
+	return func() { *jobopts.Experiments = was }
+}
+
 func verifyDeduplicated(t *testing.T, e *emulator.Emulator, kept pubsubio.Subscription, ids []string, atLeast int) {
 	t.Helper()
 	p, s := beam.NewPipelineWithRoot()
@@ -54,6 +67,7 @@ func verifyDeduplicated(t *testing.T, e *emulator.Emulator, kept pubsubio.Subscr
 	collect.Into(s, deduped, beam.ParDo(s, inputIDOf, once))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	defer withoutPrismSplits()()
 	if err := beamx.Run(ctx, p); err != nil {
 		t.Fatalf("the deduplicating read failed: %v", err)
 	}
@@ -74,7 +88,7 @@ func verifyDeduplicated(t *testing.T, e *emulator.Emulator, kept pubsubio.Subscr
 			duplicated++
 		}
 		if got[id] != 1 {
-			wrong = append(wrong, fmt.Sprintf("%s×%d", id, got[id]))
+			wrong = append(wrong, fmt.Sprintf("%s×%d (of %d copies read)", id, got[id], copies[id]))
 		}
 	}
 	for id := range got {

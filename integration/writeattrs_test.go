@@ -87,6 +87,7 @@ func TestWriteAttributesRoundTrip(t *testing.T) {
 	collect.Into(s, once, beam.ParDo(s, payloadAtEventTime, deduped))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	defer withoutPrismSplits()()
 	if err := beamx.Run(ctx, p); err != nil {
 		t.Fatalf("read failed: %v", err)
 	}
