@@ -209,7 +209,14 @@ func TestFaultBrokenStreamsAckOnlyCommitted(t *testing.T) {
 	name := t.Name()
 	probe := probeFor(name)
 	t.Cleanup(func() { commitProbes.Delete(name) })
-	p, first := readInto(t, brokenStreamsConfig(sub, proxy, outstanding), func(s beam.Scope, msgs beam.PCollection) {
+	firstCfg := brokenStreamsConfig(sub, proxy, outstanding)
+	// What the failed job's split still holds goes back when the split is
+	// released, LeaseIdle after its last bundle, or at the latest when the
+	// hold bound gives it back. In one CI run the split was never released
+	// (its connection stayed open to the end): the hold bound is then what
+	// returns the messages, and the second read idles long enough for it.
+	firstCfg.MaxExtension = 15 * time.Second
+	p, first := readInto(t, firstCfg, func(s beam.Scope, msgs beam.PCollection) {
 		beam.ParDo0(s, &commitProbeFn{Name: name}, msgs)
 	})
 	run := runInBackground(p, 3*time.Minute)
@@ -233,6 +240,7 @@ func TestFaultBrokenStreamsAckOnlyCommitted(t *testing.T) {
 	cfg := brokenStreamsConfig(sub, proxy, outstanding)
 	cfg.Connection = pubsubio.Connection{EmulatorEndpoint: e.Endpoint}
 	cfg.MaxOutstandingMessages, cfg.MaxRecordsPerBundle = 0, 0
+	cfg.IdleTimeout = firstCfg.MaxExtension + 2*firstCfg.MaxDurationPerAckExtension
 	p, second := readInto(t, cfg, nil)
 	res, err := beamx.RunWithMetrics(context.Background(), p)
 	if err != nil {
