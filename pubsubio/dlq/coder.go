@@ -2,21 +2,13 @@ package dlq
 
 import (
 	"fmt"
-	"reflect"
-
-	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/wire"
 )
 
 // FailedMessage crosses runners as opaque bytes, like model.Message (see
 // package wire for why).
-func init() {
-	register.Function1x1(encodeFailed)
-	register.Function1x2(decodeFailed)
-	beam.RegisterCoder(reflect.TypeOf((*FailedMessage)(nil)).Elem(), encodeFailed, decodeFailed)
-}
+func init() { wire.RegisterCoder(encodeFailed, decodeFailed) }
 
 // failedVersion is the first byte of an encoded FailedMessage.
 const failedVersion = 1

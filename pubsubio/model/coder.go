@@ -2,22 +2,13 @@ package model
 
 import (
 	"fmt"
-	"reflect"
-
-	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/wire"
 )
 
 // Message crosses runners as opaque bytes (see package wire for why a
-// schema row does not survive a Java runner). The shims spare the coder a
-// reflective call per element.
-func init() {
-	register.Function1x1(encodeMessage)
-	register.Function1x2(decodeMessage)
-	beam.RegisterCoder(reflect.TypeOf((*Message)(nil)).Elem(), encodeMessage, decodeMessage)
-}
+// schema row does not survive a Java runner).
+func init() { wire.RegisterCoder(encodeMessage, decodeMessage) }
 
 // messageVersion is the first byte of an encoded Message.
 const messageVersion = 1

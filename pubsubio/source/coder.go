@@ -2,10 +2,6 @@ package source
 
 import (
 	"fmt"
-	"reflect"
-
-	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/wire"
 )
@@ -14,12 +10,8 @@ import (
 // runners as opaque bytes: a Java runner re-encodes a Go schema row with a
 // nil AckIDs slice wrongly (see package wire).
 func init() {
-	register.Function1x1(encodeSplit)
-	register.Function1x2(decodeSplit)
-	register.Function1x1(encodeRestriction)
-	register.Function1x2(decodeRestriction)
-	beam.RegisterCoder(reflect.TypeOf((*Split)(nil)).Elem(), encodeSplit, decodeSplit)
-	beam.RegisterCoder(reflect.TypeOf((*Restriction)(nil)).Elem(), encodeRestriction, decodeRestriction)
+	wire.RegisterCoder(encodeSplit, decodeSplit)
+	wire.RegisterCoder(encodeRestriction, decodeRestriction)
 }
 
 // Leading version bytes.

@@ -161,16 +161,25 @@ func (r *Reader) Uvarint() uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(r.buf[r.off:])
-	if n <= 0 {
-		if n == 0 {
-			r.fail(ErrTruncated)
-		} else {
-			r.fail(errors.New("wire: varint overflows 64 bits"))
-		}
+	if !r.advanceVarint(n) {
 		return 0
 	}
-	r.off += n
 	return v
+}
+
+// advanceVarint moves past a varint of n bytes, as encoding/binary
+// reports n, or records why there is none.
+func (r *Reader) advanceVarint(n int) bool {
+	switch {
+	case n == 0:
+		r.fail(ErrTruncated)
+	case n < 0:
+		r.fail(errors.New("wire: varint overflows 64 bits"))
+	default:
+		r.off += n
+		return true
+	}
+	return false
 }
 
 // Varint reads a zigzag varint.
@@ -179,15 +188,9 @@ func (r *Reader) Varint() int64 {
 		return 0
 	}
 	v, n := binary.Varint(r.buf[r.off:])
-	if n <= 0 {
-		if n == 0 {
-			r.fail(ErrTruncated)
-		} else {
-			r.fail(errors.New("wire: varint overflows 64 bits"))
-		}
+	if !r.advanceVarint(n) {
 		return 0
 	}
-	r.off += n
 	return v
 }
 
