@@ -12,6 +12,7 @@ import (
 
 	"github.com/pubsubio/beam-pubsubio/integration/crash"
 	"github.com/pubsubio/beam-pubsubio/integration/emulator"
+	"github.com/pubsubio/beam-pubsubio/integration/flink"
 )
 
 // A worker started the way Dataflow starts one: Prism runs as a standalone
@@ -54,6 +55,14 @@ func unquotedBoot(t *testing.T, boot string) string {
 // by boot from the staged binary worker.
 func (s *prismServer) processArgs(t *testing.T, boot, worker string) []string {
 	t.Helper()
+	since := time.Now()
+	t.Cleanup(func() {
+		n, err := flink.RemoveBootCopies(worker, since)
+		if err != nil {
+			t.Error(err)
+		}
+		t.Logf("removed %d copies of the worker binary that boot left in /tmp", n)
+	})
 	config, err := json.Marshal(map[string]string{"command": unquotedBoot(t, boot)})
 	if err != nil {
 		t.Fatal(err)

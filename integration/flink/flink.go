@@ -109,6 +109,8 @@ type Flink struct {
 	jobServer    *process
 	jobManager   *process
 	taskManagers []*process
+	started      time.Time
+	workers      []string // the worker binaries of PROCESS jobs (ProcessRunnerArgs)
 }
 
 // errPortTaken marks a start that lost a port to another process between
@@ -195,6 +197,7 @@ func launch(ctx context.Context, dir string, opts Options, java, cp string) (*Fl
 		JobServerEndpoint: net.JoinHostPort("127.0.0.1", strconv.Itoa(p.job)),
 		REST:              NewREST(net.JoinHostPort("127.0.0.1", strconv.Itoa(p.rest))),
 		Dir:               dir,
+		started:           time.Now(),
 		ConfDir:           filepath.Join(dir, "conf"),
 		CheckpointDir:     filepath.Join(dir, "checkpoints"),
 		opts:              opts,
@@ -506,6 +509,10 @@ func (f *Flink) Stop() error {
 				errs = append(errs, err)
 			}
 		}
+	}
+	for _, w := range f.workers {
+		_, err := RemoveBootCopies(w, f.started)
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
