@@ -1,8 +1,11 @@
-// Package backlogtest is an in-process Cloud Monitoring for tests and
+// Package monitoring is an in-process Cloud Monitoring for tests and
 // benchmarks: a gRPC server of the real MetricService API whose
 // ListTimeSeries answers from scripted series of Pub/Sub's subscription
-// metrics, and can be made to fail, to be slow or to know nothing.
-package backlogtest
+// metrics, and can be made to fail, to be slow or to know nothing. It
+// names the metrics and the filter as the service documents them, not
+// as the read writes them, so a read that drifts from the service is
+// told so.
+package monitoring
 
 import (
 	"context"
@@ -22,9 +25,24 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/backlog"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
+
+// Pub/Sub's subscription metrics, as Cloud Monitoring names them.
+const (
+	MetricMessages  = "pubsub.googleapis.com/subscription/num_undelivered_messages"
+	MetricBytes     = "pubsub.googleapis.com/subscription/backlog_bytes"
+	MetricOldestAge = "pubsub.googleapis.com/subscription/oldest_unacked_message_age" // seconds
+)
+
+// resourceType is the monitored resource of a subscription's metrics.
+const resourceType = "pubsub_subscription"
+
+// point is one measurement of a metric.
+type point struct {
+	at    time.Time
+	value int64
+}
 
 // Server is a running fake Cloud Monitoring. Safe for concurrent use.
 type Server struct {
@@ -35,7 +53,7 @@ type Server struct {
 	grpc *grpc.Server
 
 	mu       sync.Mutex
-	series   map[seriesKey][]backlog.Point // newest first
+	series   map[seriesKey][]point // newest first
 	err      error
 	delay    time.Duration
 	requests []*monitoringpb.ListTimeSeriesRequest
@@ -50,9 +68,9 @@ type seriesKey struct {
 func NewServer() (*Server, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("backlogtest: %w", err)
+		return nil, fmt.Errorf("monitoring: %w", err)
 	}
-	s := &Server{Addr: lis.Addr().String(), grpc: grpc.NewServer(), series: map[seriesKey][]backlog.Point{}}
+	s := &Server{Addr: lis.Addr().String(), grpc: grpc.NewServer(), series: map[seriesKey][]point{}}
 	monitoringpb.RegisterMetricServiceServer(s.grpc, s)
 	go s.grpc.Serve(lis)
 	return s, nil
@@ -61,32 +79,30 @@ func NewServer() (*Server, error) {
 // Close stops the server, ending the calls it is answering.
 func (s *Server) Close() { s.grpc.Stop() }
 
-// Add records points of metric (one of backlog.Metrics) for sub.
-func (s *Server) Add(sub model.Subscription, metric string, points ...backlog.Point) {
+// Add records that the service measured value for metric (one of the
+// Metric constants) of sub at at.
+func (s *Server) Add(sub model.Subscription, metric string, at time.Time, value int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := seriesKey{sub, metric}
-	s.series[k] = append(s.series[k], points...)
-	sort.Slice(s.series[k], func(i, j int) bool { return s.series[k][i].At.After(s.series[k][j].At) })
+	s.series[k] = append(s.series[k], point{at: at, value: value})
+	sort.Slice(s.series[k], func(i, j int) bool { return s.series[k][i].at.After(s.series[k][j].at) })
 }
 
-// AddSample records the three metrics of sample for sub; those it does not
-// know are left out.
-func (s *Server) AddSample(sub model.Subscription, sample backlog.Sample) {
-	for metric, p := range map[string]backlog.Point{
-		backlog.MetricMessages: sample.Messages, backlog.MetricBytes: sample.Bytes, backlog.MetricOldestAge: sample.OldestAge,
-	} {
-		if p.Known() {
-			s.Add(sub, metric, p)
-		}
-	}
+// SetBacklog records a measurement at at of the three metrics of sub: its
+// unacked messages and bytes, and the age of its oldest unacked message
+// (whole seconds, as the service reports it).
+func (s *Server) SetBacklog(sub model.Subscription, at time.Time, messages, bytes int64, oldestAge time.Duration) {
+	s.Add(sub, MetricMessages, at, messages)
+	s.Add(sub, MetricBytes, at, bytes)
+	s.Add(sub, MetricOldestAge, at, int64(oldestAge/time.Second))
 }
 
 // Reset forgets every series.
 func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.series = map[seriesKey][]backlog.Point{}
+	s.series = map[seriesKey][]point{}
 }
 
 // Fail makes every call return err; nil answers again.
@@ -111,9 +127,10 @@ func (s *Server) Requests() []*monitoringpb.ListTimeSeriesRequest {
 	return append([]*monitoringpb.ListTimeSeriesRequest(nil), s.requests...)
 }
 
-// filterRE is the only filter shape the server understands, the one
-// backlog.Filter writes: a client that drifts from it is told so.
-var filterRE = regexp.MustCompile(`^metric\.type = "([^"]+)" AND resource\.type = "` + backlog.ResourceType + `" AND resource\.labels\.subscription_id = one_of\(("[^"]*"(?:, "[^"]*")*)\)$`)
+// filterRE is the only filter shape the server understands: one metric of
+// a list of subscriptions, in the service's filter syntax. A client that
+// writes another is told so.
+var filterRE = regexp.MustCompile(`^metric\.type = "([^"]+)" AND resource\.type = "` + resourceType + `" AND resource\.labels\.subscription_id = one_of\(("[^"]*"(?:, "[^"]*")*)\)$`)
 
 // ListTimeSeries answers with each named subscription's series of the
 // filter's metric, its points within the request's interval, newest
@@ -141,7 +158,7 @@ func (s *Server) ListTimeSeries(ctx context.Context, req *monitoringpb.ListTimeS
 	}
 	m := filterRE.FindStringSubmatch(req.GetFilter())
 	if m == nil {
-		return nil, status.Errorf(codes.InvalidArgument, "backlogtest does not understand the filter %q", req.GetFilter())
+		return nil, status.Errorf(codes.InvalidArgument, "the fake Monitoring does not understand the filter %q", req.GetFilter())
 	}
 	iv := req.GetInterval()
 	if iv.GetEndTime() == nil || iv.GetStartTime() == nil || iv.GetStartTime().AsTime().After(iv.GetEndTime().AsTime()) {
@@ -156,13 +173,13 @@ func (s *Server) ListTimeSeries(ctx context.Context, req *monitoringpb.ListTimeS
 		sub := model.Subscription{Project: project, ID: strings.Trim(q, `"`)}
 		var points []*monitoringpb.Point
 		for _, p := range s.series[seriesKey{sub, metricType}] {
-			if p.At.Before(from) || p.At.After(to) {
+			if p.at.Before(from) || p.at.After(to) {
 				continue
 			}
-			at := timestamppb.New(p.At)
+			at := timestamppb.New(p.at)
 			points = append(points, &monitoringpb.Point{
 				Interval: &monitoringpb.TimeInterval{StartTime: at, EndTime: at},
-				Value:    &monitoringpb.TypedValue{Value: &monitoringpb.TypedValue_Int64Value{Int64Value: p.Value}},
+				Value:    &monitoringpb.TypedValue{Value: &monitoringpb.TypedValue_Int64Value{Int64Value: p.value}},
 			})
 		}
 		if len(points) == 0 {
@@ -170,7 +187,7 @@ func (s *Server) ListTimeSeries(ctx context.Context, req *monitoringpb.ListTimeS
 		}
 		resp.TimeSeries = append(resp.TimeSeries, &monitoringpb.TimeSeries{
 			Metric:     &metric.Metric{Type: metricType},
-			Resource:   &monitoredres.MonitoredResource{Type: backlog.ResourceType, Labels: map[string]string{"project_id": project, "subscription_id": sub.ID}},
+			Resource:   &monitoredres.MonitoredResource{Type: resourceType, Labels: map[string]string{"project_id": project, "subscription_id": sub.ID}},
 			MetricKind: metric.MetricDescriptor_GAUGE,
 			ValueType:  metric.MetricDescriptor_INT64,
 			Points:     points,

@@ -13,18 +13,18 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pubsubio/beam-pubsubio/integration/monitoring"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/backlog"
-	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/backlog/backlogtest"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
 // newMonitoring starts a fake Cloud Monitoring and returns it with
 // settings that reach it beside an emulator at emulator ("" for one that
 // is never dialled).
-func newMonitoring(t *testing.T, emulator string) (*backlogtest.Server, connection.Settings) {
+func newMonitoring(t *testing.T, emulator string) (*monitoring.Server, connection.Settings) {
 	t.Helper()
-	srv, err := backlogtest.NewServer()
+	srv, err := monitoring.NewServer()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,8 +178,9 @@ func TestBacklogSampleRecordsAnswers(t *testing.T) {
 	a, quiet := model.SubscriptionOf("p", "a"), model.SubscriptionOf("p", "quiet")
 	s.watch(a, clock.now())
 	s.watch(quiet, clock.now())
-	want := sampleAt(clock.now().Add(-2*time.Minute), 40, 4000, 3*time.Minute)
-	srv.AddSample(a, want)
+	measured := clock.now().Add(-2 * time.Minute)
+	srv.SetBacklog(a, measured, 40, 4000, 3*time.Minute)
+	want := sampleAt(measured, 40, 4000, 3*time.Minute)
 	samples, empty, failures := backlogSamples.Load(), backlogSamplesEmpty.Load(), backlogSampleFailures.Load()
 
 	due, _ := s.due()
@@ -240,7 +241,7 @@ func TestBacklogWatchSharesOneSampler(t *testing.T) {
 	srv, settings := newMonitoring(t, "")
 	cfg := testConfig(t, func(c *Config) { c.Connection = settings })
 	sub := cfg.Subscriptions[0]
-	srv.AddSample(sub, sampleAt(time.Now().Add(-time.Minute), 7, 700, time.Second))
+	srv.SetBacklog(sub, time.Now().Add(-time.Minute), 7, 700, time.Second)
 	first := watchBacklog(cfg, sub, time.Now())
 	second := watchBacklog(cfg, sub, time.Now())
 	if first.s != second.s {

@@ -27,7 +27,7 @@ func TestProgressAndSizeReportTheBacklogShare(t *testing.T) {
 	})
 	busy, other := cfg.Subscriptions[0], cfg.Subscriptions[1]
 	measured := time.Now().Add(-2 * time.Minute)
-	srv.AddSample(busy, sampleAt(measured, 5000, 8_000_000, 10*time.Minute))
+	srv.SetBacklog(busy, measured, 5000, 8_000_000, 10*time.Minute)
 	w := watchBacklog(cfg, busy, time.Now())
 	defer w.release()
 	awaitCondition(t, "the sample", func() bool { _, ok := w.latest(); return ok })
@@ -58,7 +58,7 @@ func TestProgressAndSizeReportTheBacklogShare(t *testing.T) {
 
 	// An empty backlog still reports one unit: the split is not finished.
 	srv.Reset()
-	srv.AddSample(busy, sampleAt(time.Now().Add(-time.Minute), 0, 0, 0))
+	srv.SetBacklog(busy, time.Now().Add(-time.Minute), 0, 0, 0)
 	w.s.mu.Lock()
 	w.s.subs[busy].asked = time.Time{} // due at once
 	w.s.mu.Unlock()
@@ -76,7 +76,7 @@ func TestBacklogGaugesReportTheLatestSample(t *testing.T) {
 	srv, settings := newMonitoring(t, "")
 	cfg := testConfig(t, func(c *Config) { c.Connection = settings })
 	sub := cfg.Subscriptions[0]
-	srv.AddSample(sub, sampleAt(time.Now().Add(-2*time.Minute), 12, 3400, 95*time.Second))
+	srv.SetBacklog(sub, time.Now().Add(-2*time.Minute), 12, 3400, 95*time.Second)
 	r := &splitReader{split: Split{Subscription: sub}, cfg: cfg, backlog: watchBacklog(cfg, sub, time.Now())}
 	defer r.backlog.release()
 	awaitCondition(t, "the sample", func() bool { _, ok := r.backlog.latest(); return ok })
@@ -123,7 +123,7 @@ func TestBundleReportsTheBacklog(t *testing.T) {
 	topic, subs := f.topicWithSubs(t, "backlogged", 1)
 	sub := subs[0]
 	mon, settings := newMonitoring(t, f.srv.Addr)
-	mon.AddSample(sub, sampleAt(time.Now().Add(-2*time.Minute), 3, 9000, 30*time.Second))
+	mon.SetBacklog(sub, time.Now().Add(-2*time.Minute), 3, 9000, 30*time.Second)
 	f.publish(t, topic, 3, nil) // 9 bytes each
 	cfg := testConfig(t, func(c *Config) {
 		c.Subscriptions = subs

@@ -11,17 +11,17 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pubsubio/beam-pubsubio/integration/monitoring"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/backlog"
-	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/backlog/backlogtest"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
 // newServer starts a fake Cloud Monitoring and a client of it with
 // rpcTimeout (0: the default).
-func newServer(t *testing.T, rpcTimeout time.Duration) (*backlogtest.Server, *backlog.Client) {
+func newServer(t *testing.T, rpcTimeout time.Duration) (*monitoring.Server, *backlog.Client) {
 	t.Helper()
-	srv, err := backlogtest.NewServer()
+	srv, err := monitoring.NewServer()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,12 +40,12 @@ var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 func TestSampleTakesEachMetricsLatestPoint(t *testing.T) {
 	srv, c := newServer(t, 0)
 	a, b, quiet := model.Subscription{Project: "p", ID: "a"}, model.Subscription{Project: "p", ID: "b"}, model.Subscription{Project: "p", ID: "quiet"}
-	srv.Add(a, backlog.MetricMessages, backlog.Point{Value: 10, At: now.Add(-3 * time.Minute)}, backlog.Point{Value: 12, At: now.Add(-2 * time.Minute)})
-	srv.Add(a, backlog.MetricBytes, backlog.Point{Value: 12000, At: now.Add(-2 * time.Minute)})
-	srv.Add(a, backlog.MetricOldestAge, backlog.Point{Value: 90, At: now.Add(-2 * time.Minute)})
+	srv.Add(a, backlog.MetricMessages, now.Add(-3*time.Minute), 10)
+	srv.SetBacklog(a, now.Add(-2*time.Minute), 12, 12000, 90*time.Second)
 	// b has only a message count, and one beyond the lookback.
-	srv.Add(b, backlog.MetricMessages, backlog.Point{Value: 1, At: now.Add(-time.Minute)}, backlog.Point{Value: 99, At: now.Add(-backlog.Lookback - time.Second)})
-	srv.Add(quiet, backlog.MetricMessages, backlog.Point{Value: 5, At: now.Add(-backlog.Lookback - time.Second)})
+	srv.Add(b, backlog.MetricMessages, now.Add(-time.Minute), 1)
+	srv.Add(b, backlog.MetricMessages, now.Add(-backlog.Lookback-time.Second), 99)
+	srv.Add(quiet, backlog.MetricMessages, now.Add(-backlog.Lookback-time.Second), 5)
 
 	got, err := c.Sample(context.Background(), []model.Subscription{a, b, quiet}, now)
 	if err != nil {
@@ -93,7 +93,7 @@ func TestSampleBatchesByProject(t *testing.T) {
 	}
 	subs = append(subs, model.Subscription{Project: "small", ID: "only"})
 	for _, s := range subs {
-		srv.AddSample(s, backlog.Sample{Messages: backlog.Point{Value: 1, At: now.Add(-time.Minute)}})
+		srv.Add(s, backlog.MetricMessages, now.Add(-time.Minute), 1)
 	}
 	got, err := c.Sample(context.Background(), subs, now)
 	if err != nil {

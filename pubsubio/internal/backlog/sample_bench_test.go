@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pubsubio/beam-pubsubio/integration/monitoring"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/backlog"
-	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/backlog/backlogtest"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -24,7 +24,7 @@ import (
 func BenchmarkSampleRound(b *testing.B) {
 	for _, n := range []int{1, 40, 1000} {
 		b.Run(fmt.Sprintf("subs=%d", n), func(b *testing.B) {
-			srv, err := backlogtest.NewServer()
+			srv, err := monitoring.NewServer()
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -39,7 +39,7 @@ func BenchmarkSampleRound(b *testing.B) {
 				subs[i] = model.Subscription{Project: "p", ID: fmt.Sprintf("sub-%d", i)}
 				for _, m := range backlog.Metrics {
 					for k := 1; k <= 3; k++ {
-						srv.Add(subs[i], m, backlog.Point{Value: int64(k), At: now.Add(-time.Duration(k) * time.Minute)})
+						srv.Add(subs[i], m, now.Add(-time.Duration(k)*time.Minute), int64(k))
 					}
 				}
 			}
