@@ -92,10 +92,10 @@ func TestTypedOnEmulator(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	msgs := pubsubio.Read(s, pubsubio.ReadConfig{Subscriptions: []pubsubio.Subscription{sub}, MaxMessages: payments + 1, Connection: conn})
 	paid, undecodable := pubsubio.Decode(s, pubsubio.DecodeConfig{
-		Format: pubsubio.TypedProtobuf, KeepMessage: true, DecodePolicy: pubsubio.DecodeDeadLetter,
+		Format: pubsubio.FormatProtobuf, KeepMessage: true, DecodePolicy: pubsubio.DecodeDeadLetter,
 	}, reflect.TypeOf((*money.Money)(nil)), msgs)
 	encoded, unencodable := pubsubio.Encode(s, pubsubio.EncodeConfig{
-		Format: pubsubio.TypedAvro, AvroSchema: chargeSchema, Topic: out, Connection: conn,
+		Format: pubsubio.FormatAvro, AvroSchema: chargeSchema, Topic: out, Connection: conn,
 	}, beam.ParDo(s, toCharge, paid))
 	rejected := pubsubio.Write(s, pubsubio.WriteConfig{Connection: conn, CreateDisposition: pubsubio.CreateNever}, encoded)
 	bucket := collect.Bucket(t)
@@ -223,10 +223,10 @@ func TestTypedSchemasOnEmulator(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	msgs := pubsubio.Read(s, pubsubio.ReadConfig{Subscriptions: []pubsubio.Subscription{sub}, MaxMessages: 2 * perRevision, Connection: conn})
 	readings, undecodable := pubsubio.Decode(s, pubsubio.DecodeConfig{
-		Format: pubsubio.TypedAvro, Topic: in, DecodePolicy: pubsubio.DecodeDeadLetter, Connection: conn,
+		Format: pubsubio.FormatAvro, Topic: in, DecodePolicy: pubsubio.DecodeDeadLetter, Connection: conn,
 	}, reflect.TypeOf(sensorReading{}), msgs)
 	encoded, unencodable := pubsubio.Encode(s, pubsubio.EncodeConfig{
-		Format: pubsubio.TypedAvro, Encoding: pubsubio.EncodingJSON, Topic: out, Connection: conn,
+		Format: pubsubio.FormatAvro, Encoding: pubsubio.EncodingJSON, Topic: out, Connection: conn,
 	}, beam.ParDo(s, scaled, readings))
 	rejected := pubsubio.Write(s, pubsubio.WriteConfig{Connection: conn, CreateDisposition: pubsubio.CreateNever, FailurePolicy: pubsubio.PolicyDeadLetter}, encoded)
 	bucket := collect.Bucket(t)
@@ -260,7 +260,7 @@ func TestTypedSchemasOnEmulator(t *testing.T) {
 	}
 
 	p, s = beam.NewPipelineWithRoot()
-	pubsubio.Encode(s, pubsubio.EncodeConfig{Format: pubsubio.TypedJSON, Topic: out, Connection: conn}, beam.Create(s, sensorReading{Sensor: "x"}))
+	pubsubio.Encode(s, pubsubio.EncodeConfig{Format: pubsubio.FormatJSON, Topic: out, Connection: conn}, beam.Create(s, sensorReading{Sensor: "x"}))
 	wantInError(t, runFails(t, p), "Topic "+out.String()+" has schema "+schema+" (AVRO, encoding JSON)", "Format JSON is plain JSON")
 }
 
@@ -291,7 +291,7 @@ func TestTypedDecodeFailGivesTheMessageBack(t *testing.T) {
 	conn := pubsubio.Connection{EmulatorEndpoint: e.Endpoint}
 	p, s := beam.NewPipelineWithRoot()
 	msgs := pubsubio.Read(s, pubsubio.ReadConfig{Subscriptions: []pubsubio.Subscription{sub}, MaxMessages: 1, Connection: conn})
-	pubsubio.Decode(s, pubsubio.DecodeConfig{Format: pubsubio.TypedJSON}, reflect.TypeOf(sensorReading{}), msgs)
+	pubsubio.Decode(s, pubsubio.DecodeConfig{Format: pubsubio.FormatJSON}, reflect.TypeOf(sensorReading{}), msgs)
 	wantInError(t, runFails(t, p), fmt.Sprintf("message %q from %s cannot be decoded as JSON", ids[0], sub), "gives the message back")
 	m := srv.Message(ids[0])
 	nacked := false

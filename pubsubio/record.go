@@ -11,18 +11,26 @@ import (
 type (
 	// RecordConfig configures Records: every option, its default and why.
 	RecordConfig = record.Config
-	// Format says what payloads hold: FormatJSON, FormatText or FormatBytes.
+	// Format says what payloads hold: FormatJSON, FormatText or
+	// FormatBytes for Records and a read's check (ReadConfig.Format),
+	// FormatJSON, FormatAvro or FormatProtobuf for Decode and Encode.
 	Format = model.Format
 )
 
-// Payload formats (ReadConfig.Format, RecordConfig.Format).
+// Payload formats.
 const (
-	// FormatJSON: one JSON value, in UTF-8.
+	// FormatJSON: one JSON value, in UTF-8 (encoding/json for Decode and
+	// Encode).
 	FormatJSON = model.FormatJSON
 	// FormatText: UTF-8 text.
 	FormatText = model.FormatText
 	// FormatBytes: anything.
 	FormatBytes = model.FormatBytes
+	// FormatAvro: Avro records, into a Go struct (Decode and Encode).
+	FormatAvro = model.FormatAvro
+	// FormatProtobuf: Protocol Buffers, into a generated message, given
+	// as its pointer type (Decode and Encode).
+	FormatProtobuf = model.FormatProtobuf
 )
 
 // Records turns msgs, a PCollection<Message>, into JSON records

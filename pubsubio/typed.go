@@ -15,23 +15,9 @@ type (
 	DecodeConfig = typed.DecodeConfig
 	// EncodeConfig configures Encode: every option, its default and why.
 	EncodeConfig = typed.EncodeConfig
-	// TypedFormat is what typed payloads hold: TypedJSON, TypedAvro or
-	// TypedProtobuf.
-	TypedFormat = typed.Format
 	// Encoding is EncodingBinary or EncodingJSON: how an Avro or Protocol
 	// Buffer value is written, as a topic's schema settings say.
 	Encoding = typed.Encoding
-)
-
-// Typed formats (DecodeConfig.Format, EncodeConfig.Format).
-const (
-	// TypedJSON: encoding/json, into any type it handles.
-	TypedJSON = typed.FormatJSON
-	// TypedAvro: Avro records, into a Go struct.
-	TypedAvro = typed.FormatAvro
-	// TypedProtobuf: Protocol Buffers, into a generated message (its
-	// pointer type).
-	TypedProtobuf = typed.FormatProtobuf
 )
 
 // Encodings (DecodeConfig.Encoding, EncodeConfig.Encoding).

@@ -129,14 +129,14 @@ func run(ctx context.Context) error {
 	// instance of the DoFn check, in its Setup, that the topic's schema is
 	// Avro in BINARY.
 	decoded, undecodable := pubsubio.Decode(s, pubsubio.DecodeConfig{
-		Format:       pubsubio.TypedAvro,
+		Format:       pubsubio.FormatAvro,
 		Topic:        env.in,
 		KeepMessage:  true,
 		DecodePolicy: pubsubio.DecodeDeadLetter,
 		Connection:   conn,
 	}, reflect.TypeOf(Order{}), msgs)
 	totals, unencodable := pubsubio.Encode(s, pubsubio.EncodeConfig{
-		Format:        pubsubio.TypedJSON,
+		Format:        pubsubio.FormatJSON,
 		Topic:         env.out,
 		FailurePolicy: pubsubio.PolicyDeadLetter,
 		Connection:    conn,

@@ -7,8 +7,10 @@ import (
 	"unicode/utf8"
 )
 
-// Format says what a message's payload is expected to hold: the contract
-// the record view decodes by, and that a read can check payloads against.
+// Format says what a message's payload is expected to hold. The record
+// view decodes by it, and a read checks payloads against it, for
+// FormatBytes, FormatText and FormatJSON; typed payloads (package typed)
+// are FormatJSON, FormatAvro or FormatProtobuf.
 type Format string
 
 const (
@@ -20,14 +22,22 @@ const (
 	// an array, a string, a number, true, false or null) in UTF-8. An empty
 	// payload is not JSON.
 	FormatJSON Format = "JSON"
+	// FormatAvro holds an Avro record, binary or in Avro's JSON encoding:
+	// typed payloads only.
+	FormatAvro Format = "AVRO"
+	// FormatProtobuf holds a Protocol Buffer message, binary or in its
+	// canonical JSON mapping: typed payloads only.
+	FormatProtobuf Format = "PROTOBUF"
 )
 
-// Validate reports whether f is a known format, quoting it when it is not;
-// the caller names the option.
+// Validate reports whether f is a format the record view and a read's
+// check know, quoting it when it is not; the caller names the option.
 func (f Format) Validate() error {
 	switch f {
 	case FormatBytes, FormatText, FormatJSON:
 		return nil
+	case FormatAvro, FormatProtobuf:
+		return fmt.Errorf("%q is a typed payload format, for Decode and Encode; use %q, %q or %q here", string(f), FormatBytes, FormatText, FormatJSON)
 	}
 	return fmt.Errorf("%q is not a known format; use %q, %q or %q", string(f), FormatBytes, FormatText, FormatJSON)
 }

@@ -6,9 +6,10 @@ import (
 	"reflect"
 
 	"github.com/linkedin/goavro/v2"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
-// avroCodec is FormatAvro: github.com/linkedin/goavro/v2 reads and writes
+// avroCodec is model.FormatAvro: github.com/linkedin/goavro/v2 reads and writes
 // the payload as its native values (maps for records), and the plan maps
 // those to and from the struct t.
 type avroCodec struct {
@@ -27,7 +28,7 @@ type avroCodec struct {
 // of t in direction dir (lenient: see avroPlanner).
 func newAvroCodec(schema string, t reflect.Type, dir direction, lenient bool) (*avroCodec, error) {
 	if t.Kind() != reflect.Struct {
-		return nil, fmt.Errorf("the element type %v is not a struct, which Format %s maps records to", t, FormatAvro)
+		return nil, fmt.Errorf("the element type %v is not a struct, which Format %s maps records to", t, model.FormatAvro)
 	}
 	c, err := goavro.NewCodec(schema)
 	if err != nil {
@@ -52,7 +53,7 @@ func newAvroCodec(schema string, t reflect.Type, dir direction, lenient bool) (*
 func checkAvroType(t reflect.Type, schema string, dir direction) error {
 	if schema == "" {
 		if t.Kind() != reflect.Struct {
-			return fmt.Errorf("the element type %v is not a struct, which Format %s maps records to", t, FormatAvro)
+			return fmt.Errorf("the element type %v is not a struct, which Format %s maps records to", t, model.FormatAvro)
 		}
 		return nil
 	}

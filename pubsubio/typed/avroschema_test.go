@@ -44,12 +44,12 @@ func TestAvroRecursiveSchemaRefused(t *testing.T) {
 		  {"name": "children", "type": {"type": "map", "values": {"type": "T"}}, "default": {}}]}`, []string{`type "T" is record T`}},
 	} {
 		_, s := beam.NewPipelineWithRoot()
-		_, _, err := TryDecode(s, DecodeConfig{Format: FormatAvro, AvroSchema: tc.schema}, nodeType, beam.Create(s, model.Message{}))
+		_, _, err := TryDecode(s, DecodeConfig{Format: model.FormatAvro, AvroSchema: tc.schema}, nodeType, beam.Create(s, model.Message{}))
 		wantError(t, tc.name+", decoding", err, append(tc.want, "pubsubio.Decode: invalid configuration", "AvroSchema: ", "contain themselves")...)
 		if !errors.Is(err, construct.ErrInvalidConfig) {
 			t.Errorf("%s, decoding: %v does not wrap ErrInvalidConfig", tc.name, err)
 		}
-		_, _, err = TryEncode(s, EncodeConfig{Format: FormatAvro, AvroSchema: tc.schema}, beam.Create(s, node{Value: 1}))
+		_, _, err = TryEncode(s, EncodeConfig{Format: model.FormatAvro, AvroSchema: tc.schema}, beam.Create(s, node{Value: 1}))
 		wantError(t, tc.name+", encoding", err, append(tc.want, "pubsubio.Encode: invalid configuration")...)
 		if !errors.Is(err, construct.ErrInvalidConfig) {
 			t.Errorf("%s, encoding: %v does not wrap ErrInvalidConfig", tc.name, err)

@@ -5,10 +5,11 @@ import (
 	"reflect"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
 // codec turns the payloads of one format into values of the element type,
-// and values back into payloads, in either encoding (FormatJSON has only
+// and values back into payloads, in either encoding (model.FormatJSON has only
 // one, and ignores it). A decode or encode error says what is wrong and
 // where; it never quotes the payload, which may be sensitive and travels
 // in the dead letter anyway.
@@ -38,12 +39,12 @@ func checkRegistered(t reflect.Type) error {
 }
 
 // newCodec returns the codec of format f for values of t; avroSchema is
-// FormatAvro's writer's schema.
-func newCodec(f Format, t reflect.Type, avroSchema string, dir direction) (codec, error) {
+// model.FormatAvro's writer's schema.
+func newCodec(f model.Format, t reflect.Type, avroSchema string, dir direction) (codec, error) {
 	switch f {
-	case FormatAvro:
+	case model.FormatAvro:
 		return newAvroCodec(avroSchema, t, dir, false)
-	case FormatProtobuf:
+	case model.FormatProtobuf:
 		return protoCodec{t}, nil
 	}
 	return jsonCodec{t}, nil

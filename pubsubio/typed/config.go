@@ -13,25 +13,6 @@ import (
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
-// Format is how payloads hold values of the element type.
-type Format string
-
-const (
-	// FormatJSON: encoding/json, into any type it handles (a struct with
-	// `json` tags, usually). Not for topics with a schema: Pub/Sub's JSON
-	// encoding of an Avro or Protocol Buffer schema is that format's own
-	// JSON, which FormatAvro and FormatProtobuf with EncodingJSON write.
-	FormatJSON Format = "JSON"
-	// FormatAvro: Avro records, binary or Avro's JSON encoding, into a Go
-	// struct (the field mapping is in the package documentation). Needs
-	// the writer's schema: AvroSchema, or a Topic that has one.
-	FormatAvro Format = "AVRO"
-	// FormatProtobuf: Protocol Buffers, binary or the canonical JSON
-	// mapping (protojson), into a generated message type, given as its
-	// pointer type (reflect.TypeOf((*pb.Order)(nil))).
-	FormatProtobuf Format = "PROTOBUF"
-)
-
 // Encoding is how an Avro or Protocol Buffer value is written: the
 // encoding a Pub/Sub topic with a schema declares.
 type Encoding string
@@ -45,21 +26,24 @@ const (
 
 // DefaultEncoding is used when Encoding is unset: binary for Avro and
 // Protocol Buffers (compact, and what schema topics are usually created
-// with), JSON for FormatJSON, which has no other.
+// with), JSON for model.FormatJSON, which has no other.
 const DefaultEncoding = EncodingBinary
 
 // DecodeConfig configures Decode. Format is required; every zero field
 // takes the default documented on it. It is validated at graph
 // construction, against the element type.
 type DecodeConfig struct {
-	// Format is what payloads hold: FormatJSON, FormatAvro or
-	// FormatProtobuf. Required.
-	Format Format
+	// Format is what payloads hold: model.FormatJSON (encoding/json),
+	// model.FormatAvro or model.FormatProtobuf. Required. Not model.FormatJSON
+	// for a topic with a schema: Pub/Sub's JSON encoding of an Avro or
+	// Protocol Buffer schema is that format's own JSON, which model.FormatAvro
+	// and model.FormatProtobuf read and write with EncodingJSON.
+	Format model.Format
 
 	// Encoding is the encoding of an Avro or Protocol Buffer payload
 	// whose message does not say: a message from a topic with a schema
 	// carries the googclient_schemaencoding attribute, which wins. If
-	// zero, DefaultEncoding (BINARY) is used; FormatJSON accepts only
+	// zero, DefaultEncoding (BINARY) is used; model.FormatJSON accepts only
 	// EncodingJSON or zero.
 	Encoding Encoding
 
@@ -67,7 +51,7 @@ type DecodeConfig struct {
 	// do not name a schema revision; messages that do are decoded with that
 	// revision, fetched from Pub/Sub's schema service. Its top level must
 	// be a record that the element type can hold; that is checked at
-	// construction. FormatAvro needs AvroSchema or Topic; other formats
+	// construction. model.FormatAvro needs AvroSchema or Topic; other formats
 	// refuse it.
 	AvroSchema string
 
@@ -75,7 +59,7 @@ type DecodeConfig struct {
 	// instance of the decoding DoFn reads its schema settings in its Setup,
 	// before its first bundle, over a connection of its own (a worker may
 	// run several instances), and fails, naming the topic, its schema and
-	// encoding, when they do not match Format and Encoding. With FormatAvro
+	// encoding, when they do not match Format and Encoding. With model.FormatAvro
 	// and no AvroSchema, its schema is the writer's schema of messages that
 	// name no revision.
 	Topic model.Topic
@@ -108,12 +92,15 @@ type DecodeConfig struct {
 // takes the default documented on it. It is validated at graph
 // construction, against the element type.
 type EncodeConfig struct {
-	// Format is what payloads hold: FormatJSON, FormatAvro or
-	// FormatProtobuf. Required.
-	Format Format
+	// Format is what payloads hold: model.FormatJSON (encoding/json),
+	// model.FormatAvro or model.FormatProtobuf. Required. Not model.FormatJSON
+	// for a topic with a schema: Pub/Sub's JSON encoding of an Avro or
+	// Protocol Buffer schema is that format's own JSON, which model.FormatAvro
+	// and model.FormatProtobuf read and write with EncodingJSON.
+	Format model.Format
 
 	// Encoding is how Avro and Protocol Buffer values are written. If
-	// zero, DefaultEncoding (BINARY) is used; FormatJSON accepts only
+	// zero, DefaultEncoding (BINARY) is used; model.FormatJSON accepts only
 	// EncodingJSON or zero. With a Topic that has a schema it must be the
 	// topic's encoding.
 	Encoding Encoding
@@ -123,7 +110,7 @@ type EncodeConfig struct {
 	// record's fields, and every field of the record without a default to
 	// a field of the type; that is checked at construction. If zero,
 	// Topic's schema is used (its newest revision the topic accepts),
-	// read and checked in each DoFn instance's Setup. FormatAvro needs
+	// read and checked in each DoFn instance's Setup. model.FormatAvro needs
 	// AvroSchema or Topic; other formats refuse it.
 	AvroSchema string
 
@@ -153,7 +140,7 @@ type EncodeConfig struct {
 // payload is what decoding and encoding share of a configuration: what a
 // payload holds and where its schema comes from.
 type payload struct {
-	Format     Format
+	Format     model.Format
 	Encoding   Encoding
 	AvroSchema string
 	Topic      model.Topic
@@ -171,30 +158,32 @@ func (cfg EncodeConfig) payload() payload {
 // withDefaults fills in the defaults of p and returns every problem with
 // it, each naming the option and the value.
 func (p *payload) withDefaults() []error {
-	if p.Format == FormatJSON {
+	if p.Format == model.FormatJSON {
 		construct.Default(&p.Encoding, EncodingJSON)
 	}
 	construct.Default(&p.Encoding, DefaultEncoding)
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	switch p.Format {
-	case FormatJSON, FormatAvro, FormatProtobuf:
+	case model.FormatJSON, model.FormatAvro, model.FormatProtobuf:
 	case "":
-		bad("Format is required: %q, %q or %q", FormatJSON, FormatAvro, FormatProtobuf)
+		bad("Format is required: %q, %q or %q", model.FormatJSON, model.FormatAvro, model.FormatProtobuf)
+	case model.FormatText, model.FormatBytes:
+		bad("Format %q holds no typed value (it is for Records and a read's check); use %q, %q or %q", p.Format, model.FormatJSON, model.FormatAvro, model.FormatProtobuf)
 	default:
-		bad("Format %q is unknown; use %q, %q or %q", p.Format, FormatJSON, FormatAvro, FormatProtobuf)
+		bad("Format %q is unknown; use %q, %q or %q", p.Format, model.FormatJSON, model.FormatAvro, model.FormatProtobuf)
 	}
 	switch {
 	case p.Encoding != EncodingBinary && p.Encoding != EncodingJSON:
 		bad("Encoding %q is unknown; use %q or %q", p.Encoding, EncodingBinary, EncodingJSON)
-	case p.Format == FormatJSON && p.Encoding != EncodingJSON:
-		bad("Encoding %q does not apply to Format %s, which is always JSON; leave it unset", p.Encoding, FormatJSON)
+	case p.Format == model.FormatJSON && p.Encoding != EncodingJSON:
+		bad("Encoding %q does not apply to Format %s, which is always JSON; leave it unset", p.Encoding, model.FormatJSON)
 	}
 	switch {
-	case p.Format == FormatAvro && p.AvroSchema == "" && p.Topic.IsZero():
-		bad("Format %s needs the writer's schema: set AvroSchema, or Topic to take it from the topic's schema", FormatAvro)
-	case p.Format != FormatAvro && p.AvroSchema != "":
-		bad("AvroSchema is set, but Format is %q; it applies only to Format %s", p.Format, FormatAvro)
+	case p.Format == model.FormatAvro && p.AvroSchema == "" && p.Topic.IsZero():
+		bad("Format %s needs the writer's schema: set AvroSchema, or Topic to take it from the topic's schema", model.FormatAvro)
+	case p.Format != model.FormatAvro && p.AvroSchema != "":
+		bad("AvroSchema is set, but Format is %q; it applies only to Format %s", p.Format, model.FormatAvro)
 	}
 	if !p.Topic.IsZero() {
 		if err := p.Topic.Validate(); err != nil {
@@ -278,11 +267,11 @@ func checkType(p payload, t reflect.Type, dir direction) []error {
 	}
 	var err error
 	switch p.Format {
-	case FormatJSON:
+	case model.FormatJSON:
 		err = checkJSONType(t)
-	case FormatProtobuf:
+	case model.FormatProtobuf:
 		err = checkProtoType(t)
-	case FormatAvro:
+	case model.FormatAvro:
 		err = checkAvroType(t, p.AvroSchema, dir)
 	}
 	if err != nil {

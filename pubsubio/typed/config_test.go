@@ -28,19 +28,20 @@ func TestDecodeRejectsAtConstruction(t *testing.T) {
 	}{
 		{"no format", DecodeConfig{}, readingType, []string{"Format is required"}},
 		{"unknown format", DecodeConfig{Format: "XML"}, readingType, []string{`Format "XML" is unknown`}},
-		{"JSON with an encoding", DecodeConfig{Format: FormatJSON, Encoding: EncodingBinary}, readingType, []string{`Encoding "BINARY" does not apply to Format JSON`}},
-		{"unknown encoding", DecodeConfig{Format: FormatAvro, AvroSchema: readingSchema, Encoding: "TEXT"}, readingType, []string{`Encoding "TEXT" is unknown`}},
-		{"Avro without a schema", DecodeConfig{Format: FormatAvro}, readingType, []string{"needs the writer's schema"}},
-		{"an Avro schema for JSON", DecodeConfig{Format: FormatJSON, AvroSchema: readingSchema}, readingType, []string{"AvroSchema is set, but Format is \"JSON\""}},
-		{"Nack", DecodeConfig{Format: FormatJSON, DecodePolicy: model.DecodeNack}, readingType, []string{"DecodePolicy NACK cannot apply after the read", "nothing left to nack"}},
-		{"unknown policy", DecodeConfig{Format: FormatJSON, DecodePolicy: "RETRY"}, readingType, []string{`DecodePolicy "RETRY" is unknown`}},
-		{"bad topic", DecodeConfig{Format: FormatJSON, Topic: model.TopicOf(testProject, "x")}, readingType, []string{"Topic: topic ID \"x\" is invalid"}},
-		{"bad connection", DecodeConfig{Format: FormatJSON, Connection: connection.Settings{EmulatorEndpoint: "http://x:1"}}, readingType, []string{"Connection: EmulatorEndpoint"}},
-		{"unregistered type", DecodeConfig{Format: FormatJSON}, reflect.TypeOf(unregistered{}), []string{"typed.unregistered is not registered with Beam", "beam.RegisterType(reflect.TypeOf((*typed.unregistered)(nil)).Elem())"}},
-		{"nil type", DecodeConfig{Format: FormatJSON}, nil, []string{"element type is nil"}},
-		{"proto struct", DecodeConfig{Format: FormatProtobuf}, pubsubMessageType.Elem(), []string{"not its pointer type"}},
-		{"Avro into a map", DecodeConfig{Format: FormatAvro, Topic: topic}, reflect.TypeOf(map[string]string{}), []string{"not a struct"}},
-		{"an Avro schema the type does not fit", DecodeConfig{Format: FormatAvro, AvroSchema: readingSchema}, readingType, []string{"AvroSchema: ", "typed.reading.Unit"}},
+		{"record format", DecodeConfig{Format: model.FormatText}, readingType, []string{`Format "TEXT" holds no typed value`, `"AVRO"`}},
+		{"JSON with an encoding", DecodeConfig{Format: model.FormatJSON, Encoding: EncodingBinary}, readingType, []string{`Encoding "BINARY" does not apply to Format JSON`}},
+		{"unknown encoding", DecodeConfig{Format: model.FormatAvro, AvroSchema: readingSchema, Encoding: "TEXT"}, readingType, []string{`Encoding "TEXT" is unknown`}},
+		{"Avro without a schema", DecodeConfig{Format: model.FormatAvro}, readingType, []string{"needs the writer's schema"}},
+		{"an Avro schema for JSON", DecodeConfig{Format: model.FormatJSON, AvroSchema: readingSchema}, readingType, []string{"AvroSchema is set, but Format is \"JSON\""}},
+		{"Nack", DecodeConfig{Format: model.FormatJSON, DecodePolicy: model.DecodeNack}, readingType, []string{"DecodePolicy NACK cannot apply after the read", "nothing left to nack"}},
+		{"unknown policy", DecodeConfig{Format: model.FormatJSON, DecodePolicy: "RETRY"}, readingType, []string{`DecodePolicy "RETRY" is unknown`}},
+		{"bad topic", DecodeConfig{Format: model.FormatJSON, Topic: model.TopicOf(testProject, "x")}, readingType, []string{"Topic: topic ID \"x\" is invalid"}},
+		{"bad connection", DecodeConfig{Format: model.FormatJSON, Connection: connection.Settings{EmulatorEndpoint: "http://x:1"}}, readingType, []string{"Connection: EmulatorEndpoint"}},
+		{"unregistered type", DecodeConfig{Format: model.FormatJSON}, reflect.TypeOf(unregistered{}), []string{"typed.unregistered is not registered with Beam", "beam.RegisterType(reflect.TypeOf((*typed.unregistered)(nil)).Elem())"}},
+		{"nil type", DecodeConfig{Format: model.FormatJSON}, nil, []string{"element type is nil"}},
+		{"proto struct", DecodeConfig{Format: model.FormatProtobuf}, pubsubMessageType.Elem(), []string{"not its pointer type"}},
+		{"Avro into a map", DecodeConfig{Format: model.FormatAvro, Topic: topic}, reflect.TypeOf(map[string]string{}), []string{"not a struct"}},
+		{"an Avro schema the type does not fit", DecodeConfig{Format: model.FormatAvro, AvroSchema: readingSchema}, readingType, []string{"AvroSchema: ", "typed.reading.Unit"}},
 	} {
 		_, s := beam.NewPipelineWithRoot()
 		msgs := beam.Create(s, model.Message{})
@@ -51,7 +52,7 @@ func TestDecodeRejectsAtConstruction(t *testing.T) {
 		}
 	}
 	_, s := beam.NewPipelineWithRoot()
-	_, _, err := TryDecode(s, DecodeConfig{Format: FormatJSON}, readingType, beam.Create(s, "x"))
+	_, _, err := TryDecode(s, DecodeConfig{Format: model.FormatJSON}, readingType, beam.Create(s, "x"))
 	wantError(t, "a PCollection<string>", err, "PCollection<string>, not PCollection<pubsubio.Message>")
 	defer func() {
 		if r := recover(); r == nil || !strings.Contains(r.(error).Error(), "Format is required") {
@@ -68,14 +69,14 @@ func TestEncodeRejectsAtConstruction(t *testing.T) {
 		values func(beam.Scope) beam.PCollection
 		want   []string
 	}{
-		{"unknown policy", EncodeConfig{Format: FormatJSON, FailurePolicy: "RETRY"}, readings, []string{`FailurePolicy "RETRY" is unknown`}},
-		{"a record field with no struct field", EncodeConfig{Format: FormatAvro, AvroSchema: `{"type":"record","name":"R","fields":[{"name":"sensor","type":"string"},{"name":"value","type":"double"},{"name":"unit","type":["null","string"]},{"name":"site","type":"string"}]}`}, readings,
+		{"unknown policy", EncodeConfig{Format: model.FormatJSON, FailurePolicy: "RETRY"}, readings, []string{`FailurePolicy "RETRY" is unknown`}},
+		{"a record field with no struct field", EncodeConfig{Format: model.FormatAvro, AvroSchema: `{"type":"record","name":"R","fields":[{"name":"sensor","type":"string"},{"name":"value","type":"double"},{"name":"unit","type":["null","string"]},{"name":"site","type":"string"}]}`}, readings,
 			[]string{`field "site" of record R has no default`}},
-		{"a struct field with no record field", EncodeConfig{Format: FormatAvro, AvroSchema: readingSchema}, readings, []string{"typed.reading.Unit: record Reading has no field"}},
-		{"a KV not keyed by Message", EncodeConfig{Format: FormatJSON}, func(s beam.Scope) beam.PCollection {
+		{"a struct field with no record field", EncodeConfig{Format: model.FormatAvro, AvroSchema: readingSchema}, readings, []string{"typed.reading.Unit: record Reading has no field"}},
+		{"a KV not keyed by Message", EncodeConfig{Format: model.FormatJSON}, func(s beam.Scope) beam.PCollection {
 			return beam.ParDo(s, func(r reading) (string, reading) { return r.Sensor, r }, readings(s))
 		}, []string{"KV<string, typed.reading>", "KV<pubsubio.Message, T>"}},
-		{"protobuf of a struct", EncodeConfig{Format: FormatProtobuf}, readings, []string{"not a generated Protocol Buffer message"}},
+		{"protobuf of a struct", EncodeConfig{Format: model.FormatProtobuf}, readings, []string{"not a generated Protocol Buffer message"}},
 	} {
 		_, s := beam.NewPipelineWithRoot()
 		_, _, err := TryEncode(s, tc.cfg, tc.values(s))
@@ -85,7 +86,7 @@ func TestEncodeRejectsAtConstruction(t *testing.T) {
 		}
 	}
 	_, s := beam.NewPipelineWithRoot()
-	_, _, err := TryEncode(s, EncodeConfig{Format: FormatJSON}, beam.PCollection{})
+	_, _, err := TryEncode(s, EncodeConfig{Format: model.FormatJSON}, beam.PCollection{})
 	wantError(t, "no input", err, "not valid")
 	if !errors.Is(err, construct.ErrInvalidConfig) {
 		t.Errorf("no input: %v does not wrap ErrInvalidConfig", err)

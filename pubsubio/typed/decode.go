@@ -117,7 +117,7 @@ func (u *unavailable) Error() string { return u.err.Error() }
 func (u *unavailable) Unwrap() error { return u.err }
 
 // decode returns m's value: in the encoding m's attributes name, else
-// Encoding; for FormatAvro with the schema revision they name, else the
+// Encoding; for model.FormatAvro with the schema revision they name, else the
 // configured schema.
 func (c *decodeCore) decode(ctx context.Context, m model.Message) (any, error) {
 	enc := c.Cfg.Encoding
@@ -128,7 +128,7 @@ func (c *decodeCore) decode(ctx context.Context, m model.Message) (any, error) {
 		}
 	}
 	cd := c.codec
-	if name, rev := m.Attributes[SchemaNameAttribute], m.Attributes[SchemaRevisionAttribute]; c.Cfg.Format == FormatAvro && name != "" && rev != "" {
+	if name, rev := m.Attributes[SchemaNameAttribute], m.Attributes[SchemaRevisionAttribute]; c.Cfg.Format == model.FormatAvro && name != "" && rev != "" {
 		var err error
 		if cd, err = c.revision(ctx, name, rev); err != nil {
 			return nil, err
@@ -174,7 +174,7 @@ func (c *decodeCore) fetch(ctx context.Context, revision string) (*avroCodec, bo
 		return nil, true, fmt.Errorf("fetching schema revision %s: %w", revision, err)
 	}
 	revisionsFetched.Inc(ctx, 1)
-	if got := sc.GetType(); got != schemaTypes[FormatAvro] {
+	if got := sc.GetType(); got != schemaTypes[model.FormatAvro] {
 		return nil, false, fmt.Errorf("schema revision %s is a %s schema, not Avro", revision, got)
 	}
 	cd, err := newAvroCodec(sc.GetDefinition(), c.Type.T, decoding, true)

@@ -72,7 +72,7 @@ func TestDecodeOnPrism(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	msgs := messagesAt(s, jsonMessage("a", `{"sensor":"t1","value":1.5}`), jsonMessage("bb", `{"sensor":`),
 		jsonMessage("ccc", `{"sensor":"t2","value":2,"unit":"K"}`), jsonMessage("dddd", `{"value":"high"}`))
-	values, dead := Decode(s, DecodeConfig{Format: FormatJSON, DecodePolicy: model.DecodeDeadLetter}, readingType, msgs)
+	values, dead := Decode(s, DecodeConfig{Format: model.FormatJSON, DecodePolicy: model.DecodeDeadLetter}, readingType, msgs)
 	passert.Equals(s, beam.ParDo(s, readingAt, values), "t1=1.5@1716700001000", "t2=2K@1716700003000")
 	passert.Equals(s, beam.ParDo(s, deadLetterSummary, dead),
 		`bb decode readings-sub code="" named=true data="{\"sensor\":"`,
@@ -89,7 +89,7 @@ func TestDecodeKeepMessageOnPrism(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	msgs := messagesAt(s, jsonMessage("a", `{"sensor":"t1","value":1}`), jsonMessage("bb", `not json`),
 		jsonMessage("ccc", `{"sensor":"t2","value":2}`), jsonMessage("dddd", `{"sensor":`))
-	values, _ := Decode(s, DecodeConfig{Format: FormatJSON, KeepMessage: true, DecodePolicy: model.DecodeDrop}, readingType, msgs)
+	values, _ := Decode(s, DecodeConfig{Format: model.FormatJSON, KeepMessage: true, DecodePolicy: model.DecodeDrop}, readingType, msgs)
 	passert.Equals(s, beam.ParDo(s, keptReading, values),
 		"a t1=1 data=0 attrs=[site] key=k-a sub=readings-sub", "ccc t2=2 data=0 attrs=[site] key=k-ccc sub=readings-sub")
 	res, err := ptest.RunWithMetrics(p)
@@ -105,7 +105,7 @@ func TestDecodeKeepMessageOnPrism(t *testing.T) {
 func TestDecodeFailOnPrism(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	msgs := messagesAt(s, jsonMessage("a", `{"sensor":"t1","value":1}`), jsonMessage("poison-7", `{"sensor":`))
-	Decode(s, DecodeConfig{Format: FormatJSON}, readingType, msgs)
+	Decode(s, DecodeConfig{Format: model.FormatJSON}, readingType, msgs)
 	err := ptest.Run(p)
 	wantError(t, "a poison message under DecodeFail", err, `message "poison-7" from projects/typed-project/subscriptions/readings-sub cannot be decoded`, "DEAD_LETTER")
 }
@@ -126,7 +126,7 @@ func TestDecodeRevisionsOnPrism(t *testing.T) {
 	gone := schemaMessage("4", "readings", "deadbeef", EncodingBinary, v1.Data)
 	deep := schemaMessage("5", "readings", revs[2], EncodingBinary, append([]byte{0x02, 'd', 0, 0, 0, 0, 0, 0, 0, 0}, bytes.Repeat([]byte{0x02, 0x02, 'd', 0, 0, 0, 0, 0, 0, 0, 0}, 1000)...))
 	p, s := beam.NewPipelineWithRoot()
-	values, dead := Decode(s, DecodeConfig{Format: FormatAvro, AvroSchema: readingSchemaV2, DecodePolicy: model.DecodeDeadLetter, Connection: f.conn},
+	values, dead := Decode(s, DecodeConfig{Format: model.FormatAvro, AvroSchema: readingSchemaV2, DecodePolicy: model.DecodeDeadLetter, Connection: f.conn},
 		readingType, messagesAt(s, v1, v2, v2b, gone, deep))
 	passert.Equals(s, beam.ParDo(s, readingAt, values), "a=1@1716700000000", "b=2K@1716700000000", "c=3@1716700000000")
 	passert.Equals(s, beam.ParDo(s, deadLetterSummary, dead), fmt.Sprintf("4 decode readings-sub code=\"NOT_FOUND\" named=true data=%q", v1.Data),

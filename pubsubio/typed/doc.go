@@ -12,12 +12,12 @@
 //
 // # Formats
 //
-//   - FormatJSON: encoding/json, into any type it handles.
-//   - FormatProtobuf: google.golang.org/protobuf, into a generated
+//   - model.FormatJSON: encoding/json, into any type it handles.
+//   - model.FormatProtobuf: google.golang.org/protobuf, into a generated
 //     message, T being its pointer type; EncodingBinary (the wire format)
 //     or EncodingJSON (protojson; fields T does not know are ignored, as
 //     binary decoding keeps them aside).
-//   - FormatAvro: github.com/linkedin/goavro/v2, EncodingBinary (a single
+//   - model.FormatAvro: github.com/linkedin/goavro/v2, EncodingBinary (a single
 //     record, no container header, as Pub/Sub carries it) or EncodingJSON
 //     (Avro's JSON encoding, unions as {"type": value}; goavro writes a
 //     record's fields in no fixed order, which readers, matching them by
@@ -89,7 +89,7 @@
 // settings in its Setup, before its first bundle, over a connection of
 // its own (a worker may run several instances, and the runner may start
 // more at any time), and fails, naming the topic, its schema and
-// encoding, when Format or Encoding does not match them (FormatJSON never
+// encoding, when Format or Encoding does not match them (model.FormatJSON never
 // matches a topic with a schema: Pub/Sub's JSON encoding is the schema
 // format's own); Encode also needs AvroSchema, when given, to be one of
 // the schema's revisions that the topic accepts (from its FirstRevisionId

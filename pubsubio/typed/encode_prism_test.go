@@ -39,15 +39,15 @@ func TestEncodeOnPrism(t *testing.T) {
 	f := newFakeSchemas(t)
 	topic := f.topic(t, "readings", "", 0)
 	p, s := beam.NewPipelineWithRoot()
-	decoded, _ := Decode(s, DecodeConfig{Format: FormatJSON}, readingType,
+	decoded, _ := Decode(s, DecodeConfig{Format: model.FormatJSON}, readingType,
 		messagesAt(s, jsonMessage("a", `{"sensor":"t1","value":1.5}`), jsonMessage("bb", `{"sensor":"t2","value":-2}`)))
 	bad := beam.CreateList(s, []reading{{Sensor: "nan", Value: math.NaN()}})
-	msgs, dead := Encode(s, EncodeConfig{Format: FormatJSON, Topic: topic, FailurePolicy: model.PolicyDeadLetter, Connection: f.conn}, beam.Flatten(s, decoded, bad))
+	msgs, dead := Encode(s, EncodeConfig{Format: model.FormatJSON, Topic: topic, FailurePolicy: model.PolicyDeadLetter, Connection: f.conn}, beam.Flatten(s, decoded, bad))
 	passert.Equals(s, beam.ParDo(s, encodedAt, msgs),
 		`@1716700001000 readings  [] "{\"sensor\":\"t1\",\"value\":1.5}"`,
 		`@1716700002000 readings  [] "{\"sensor\":\"t2\",\"value\":-2}"`)
 	passert.Equals(s, beam.ParDo(s, validateSummary, dead), "validate INVALID_ARGUMENT readings data={Sensor:nan Value:NaN Unit:<nil>}")
-	again, _ := Decode(s, DecodeConfig{Format: FormatJSON}, readingType, msgs)
+	again, _ := Decode(s, DecodeConfig{Format: model.FormatJSON}, readingType, msgs)
 	passert.Equals(s, beam.ParDo(s, readingAt, again), "t1=1.5@1716700001000", "t2=-2@1716700002000")
 	if err := ptest.Run(p); err != nil {
 		t.Fatal(err)
@@ -64,8 +64,8 @@ func TestEncodeKeepMessageOnPrism(t *testing.T) {
 	in := schemaMessage("1", "readings", revs[1], EncodingJSON, avroPayload(t, readingSchemaV2, map[string]any{"sensor": "b", "value": 2.0, "unit": nil}, EncodingJSON))
 	in.OrderingKey = "sensor-b"
 	p, s := beam.NewPipelineWithRoot()
-	kept, _ := Decode(s, DecodeConfig{Format: FormatAvro, AvroSchema: readingSchemaV2, KeepMessage: true, Connection: f.conn}, readingType, messagesAt(s, in))
-	msgs, _ := Encode(s, EncodeConfig{Format: FormatAvro, Topic: topic, Connection: f.conn}, kept)
+	kept, _ := Decode(s, DecodeConfig{Format: model.FormatAvro, AvroSchema: readingSchemaV2, KeepMessage: true, Connection: f.conn}, readingType, messagesAt(s, in))
+	msgs, _ := Encode(s, EncodeConfig{Format: model.FormatAvro, Topic: topic, Connection: f.conn}, kept)
 	want := avroPayload(t, readingSchemaV2, map[string]any{"sensor": "b", "value": 2.0, "unit": nil}, EncodingBinary)
 	passert.Equals(s, beam.ParDo(s, encodedAt, msgs), fmt.Sprintf("@1716700000000 readings-avro sensor-b [site] %q", want))
 	if err := ptest.Run(p); err != nil {
@@ -80,7 +80,7 @@ func TestEncodeTopicMismatchOnPrism(t *testing.T) {
 	f.schema(t, "readings", pubsubpb.Schema_AVRO, readingSchema, readingSchemaV2)
 	topic := f.topic(t, "readings-avro", "readings", pubsubpb.Encoding_JSON)
 	p, s := beam.NewPipelineWithRoot()
-	Encode(s, EncodeConfig{Format: FormatAvro, AvroSchema: readingSchemaV2, Topic: topic, Connection: f.conn}, beam.CreateList(s, []reading{{Sensor: "a"}}))
+	Encode(s, EncodeConfig{Format: model.FormatAvro, AvroSchema: readingSchemaV2, Topic: topic, Connection: f.conn}, beam.CreateList(s, []reading{{Sensor: "a"}}))
 	wantError(t, "an encoding mismatch", ptest.Run(p),
 		"Topic projects/typed-project/topics/readings-avro has schema projects/typed-project/schemas/readings (AVRO, encoding JSON)", "Encoding is BINARY, the topic's JSON")
 }

@@ -42,7 +42,7 @@ func ExampleDecode() {
 		pubsubio.Message{ID: "1", Data: []byte(`{"id":"a-1","total":12.5}`)},
 		pubsubio.Message{ID: "2", Data: []byte(`{"id":"a-2","total":"lots"}`)})
 	orders, deadLetters := pubsubio.Decode(s, pubsubio.DecodeConfig{
-		Format:       pubsubio.TypedJSON,
+		Format:       pubsubio.FormatJSON,
 		DecodePolicy: pubsubio.DecodeDeadLetter,
 	}, reflect.TypeOf(Order{}), msgs)
 	beam.ParDo0(s, printOrder, orders)
@@ -61,7 +61,7 @@ func ExampleEncode() {
 	p, s := beam.NewPipelineWithRoot()
 	orders := beam.Create(s, Order{ID: "a-1", Total: 12.5}, Order{ID: "a-2", Total: 3})
 	msgs, _ := pubsubio.Encode(s, pubsubio.EncodeConfig{
-		Format:     pubsubio.TypedAvro,
+		Format:     pubsubio.FormatAvro,
 		AvroSchema: `{"type": "record", "name": "Order", "fields": [{"name": "id", "type": "string"}, {"name": "total", "type": "double"}]}`,
 	}, orders)
 	beam.ParDo0(s, printMessage, msgs)

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
-// jsonCodec is FormatJSON: encoding/json, into and from values of t.
+// jsonCodec is model.FormatJSON: encoding/json, into and from values of t.
 type jsonCodec struct{ t reflect.Type }
 
 // checkJSONType returns why encoding/json cannot handle values of t: a
@@ -18,7 +20,7 @@ func checkJSONType(t reflect.Type) error {
 	if _, err := json.Marshal(reflect.New(t).Elem().Interface()); err != nil {
 		var ute *json.UnsupportedTypeError
 		if errors.As(err, &ute) {
-			return fmt.Errorf("encoding/json (Format %s) cannot handle the element type %v: it holds a %v; give that field a `json:\"-\"` tag or another type", FormatJSON, t, ute.Type)
+			return fmt.Errorf("encoding/json (Format %s) cannot handle the element type %v: it holds a %v; give that field a `json:\"-\"` tag or another type", model.FormatJSON, t, ute.Type)
 		}
 	}
 	return nil

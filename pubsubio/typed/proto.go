@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
@@ -18,10 +19,10 @@ func checkProtoType(t reflect.Type) error {
 	case t.Kind() != reflect.Pointer && reflect.PointerTo(t).Implements(protoMessageType):
 		return fmt.Errorf("the element type %v is a generated message, not its pointer type: pass reflect.TypeOf((*%v)(nil)) (messages must not be copied)", t, t)
 	}
-	return fmt.Errorf("the element type %v is not a generated Protocol Buffer message (proto.Message), which Format %s needs, as its pointer type: reflect.TypeOf((*pb.Order)(nil))", t, FormatProtobuf)
+	return fmt.Errorf("the element type %v is not a generated Protocol Buffer message (proto.Message), which Format %s needs, as its pointer type: reflect.TypeOf((*pb.Order)(nil))", t, model.FormatProtobuf)
 }
 
-// protoCodec is FormatProtobuf: google.golang.org/protobuf, binary or the
+// protoCodec is model.FormatProtobuf: google.golang.org/protobuf, binary or the
 // canonical JSON mapping, into and from *M, t.
 type protoCodec struct{ t reflect.Type }
 

@@ -32,7 +32,7 @@ func TestDecodeWithRevisions(t *testing.T) {
 	resetRevisions(t)
 	f := newFakeSchemas(t)
 	revs := f.schema(t, "readings", pubsubpb.Schema_AVRO, readingSchema, readingSchemaV2)
-	cfg := DecodeConfig{Format: FormatAvro, AvroSchema: readingSchemaV2, Connection: f.conn}
+	cfg := DecodeConfig{Format: model.FormatAvro, AvroSchema: readingSchemaV2, Connection: f.conn}
 	unit := "°C"
 	v1 := schemaMessage("1", "readings", revs[0], EncodingBinary, avroPayload(t, readingSchema, map[string]any{"sensor": "a", "value": 1.0}, EncodingBinary))
 	v2 := schemaMessage("2", "readings", revs[1], EncodingJSON, avroPayload(t, readingSchemaV2, map[string]any{"sensor": "b", "value": 2.0, "unit": map[string]any{"string": unit}}, EncodingJSON))
@@ -66,7 +66,7 @@ func TestDecodeRevisionFailures(t *testing.T) {
 	f := newFakeSchemas(t)
 	avroRevs := f.schema(t, "readings", pubsubpb.Schema_AVRO, readingSchema, `{"type":"record","name":"Reading","fields":[{"name":"sensor","type":"long"}]}`)
 	protoRevs := f.schema(t, "protos", pubsubpb.Schema_PROTOCOL_BUFFER, `syntax = "proto3"; message Reading { string sensor = 1; }`)
-	c, err := decoderFor(t, DecodeConfig{Format: FormatAvro, AvroSchema: readingSchemaV2, Connection: f.conn}, readingType)
+	c, err := decoderFor(t, DecodeConfig{Format: model.FormatAvro, AvroSchema: readingSchemaV2, Connection: f.conn}, readingType)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestDecodeRevisionFailures(t *testing.T) {
 	resetRevisions(t)
 	conn := f.conn
 	conn.RPCTimeout = time.Second
-	if c, err = decoderFor(t, DecodeConfig{Format: FormatAvro, AvroSchema: readingSchemaV2, Connection: conn}, readingType); err != nil {
+	if c, err = decoderFor(t, DecodeConfig{Format: model.FormatAvro, AvroSchema: readingSchemaV2, Connection: conn}, readingType); err != nil {
 		t.Fatal(err)
 	}
 	f.gets.fail = status.Error(codes.Unavailable, "the schema service is down")
@@ -123,7 +123,7 @@ func TestDecodeRecursiveRevision(t *testing.T) {
 	f := newFakeSchemas(t)
 	flat := `{"type": "record", "name": "Node", "namespace": "com.example", "fields": [{"name": "value", "type": "long"}]}`
 	revs := f.schema(t, "nodes", pubsubpb.Schema_AVRO, flat, nodeSchema)
-	c, err := decoderFor(t, DecodeConfig{Format: FormatAvro, AvroSchema: flat, DecodePolicy: model.DecodeDeadLetter, Connection: f.conn}, nodeType)
+	c, err := decoderFor(t, DecodeConfig{Format: model.FormatAvro, AvroSchema: flat, DecodePolicy: model.DecodeDeadLetter, Connection: f.conn}, nodeType)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestDecodeRecursiveRevision(t *testing.T) {
 	// A topic whose schema's newest revision is the recursive one: Setup
 	// refuses it.
 	topic := f.topic(t, "nodes", "nodes", pubsubpb.Encoding_BINARY)
-	_, err = decoderFor(t, DecodeConfig{Format: FormatAvro, Topic: topic, Connection: f.conn}, nodeType)
+	_, err = decoderFor(t, DecodeConfig{Format: model.FormatAvro, Topic: topic, Connection: f.conn}, nodeType)
 	wantError(t, "the topic's schema", err, "pubsubio.Decode: schema projects/typed-project/schemas/nodes@"+revs[1]+" of Topic "+topic.String(), "record com.example.Node, which contains it")
 }
 
@@ -239,13 +239,13 @@ func TestTopicCheck(t *testing.T) {
 		elem reflect.Type
 		want []string
 	}{
-		{"protobuf to an Avro topic", EncodeConfig{Format: FormatProtobuf, Topic: avroBinary}, pubsubMessageType, []string{described, "Format PROTOBUF does not read or write AVRO schemas"}},
-		{"plain JSON to an Avro topic", EncodeConfig{Format: FormatJSON, Topic: avroBinary}, readingType, []string{described, "Format JSON is plain JSON", "Encoding JSON"}},
-		{"the wrong encoding", EncodeConfig{Format: FormatProtobuf, Topic: protoJSON}, pubsubMessageType, []string{"(PROTOCOL_BUFFER, encoding JSON)", "Encoding is BINARY, the topic's JSON"}},
-		{"an Avro schema that is no revision", EncodeConfig{Format: FormatAvro, Topic: avroBinary, AvroSchema: orderSchema}, orderType, []string{described, "AvroSchema is none of the 2 revisions of the schema the topic accepts (every revision"}},
-		{"the topic's schema does not fit the type", EncodeConfig{Format: FormatAvro, Topic: avroBinary}, orderType, []string{"pubsubio.Encode: schema projects/typed-project/schemas/readings@" + avroRevs[1] + " of Topic projects/typed-project/topics/avro-binary", "typed.order.ID"}},
-		{"Avro to a topic without a schema, no AvroSchema", EncodeConfig{Format: FormatAvro, Topic: plain}, readingType, []string{"Topic projects/typed-project/topics/plain has no schema", "set AvroSchema"}},
-		{"a missing topic", EncodeConfig{Format: FormatJSON, Topic: model.TopicOf(testProject, "missing")}, readingType, []string{"Topic projects/typed-project/topics/missing does not exist"}},
+		{"protobuf to an Avro topic", EncodeConfig{Format: model.FormatProtobuf, Topic: avroBinary}, pubsubMessageType, []string{described, "Format PROTOBUF does not read or write AVRO schemas"}},
+		{"plain JSON to an Avro topic", EncodeConfig{Format: model.FormatJSON, Topic: avroBinary}, readingType, []string{described, "Format JSON is plain JSON", "Encoding JSON"}},
+		{"the wrong encoding", EncodeConfig{Format: model.FormatProtobuf, Topic: protoJSON}, pubsubMessageType, []string{"(PROTOCOL_BUFFER, encoding JSON)", "Encoding is BINARY, the topic's JSON"}},
+		{"an Avro schema that is no revision", EncodeConfig{Format: model.FormatAvro, Topic: avroBinary, AvroSchema: orderSchema}, orderType, []string{described, "AvroSchema is none of the 2 revisions of the schema the topic accepts (every revision"}},
+		{"the topic's schema does not fit the type", EncodeConfig{Format: model.FormatAvro, Topic: avroBinary}, orderType, []string{"pubsubio.Encode: schema projects/typed-project/schemas/readings@" + avroRevs[1] + " of Topic projects/typed-project/topics/avro-binary", "typed.order.ID"}},
+		{"Avro to a topic without a schema, no AvroSchema", EncodeConfig{Format: model.FormatAvro, Topic: plain}, readingType, []string{"Topic projects/typed-project/topics/plain has no schema", "set AvroSchema"}},
+		{"a missing topic", EncodeConfig{Format: model.FormatJSON, Topic: model.TopicOf(testProject, "missing")}, readingType, []string{"Topic projects/typed-project/topics/missing does not exist"}},
 	} {
 		wantError(t, tc.name, enc(tc.cfg, tc.elem), append(tc.want, "pubsubio.Encode: ")...)
 	}
@@ -254,10 +254,10 @@ func TestTopicCheck(t *testing.T) {
 		cfg  EncodeConfig
 		elem reflect.Type
 	}{
-		{"Avro, the topic's newest revision", EncodeConfig{Format: FormatAvro, Topic: avroBinary}, readingType},
-		{"Avro, an older revision given", EncodeConfig{Format: FormatAvro, Topic: avroBinary, AvroSchema: readingSchemaV2}, readingType},
-		{"Protobuf JSON", EncodeConfig{Format: FormatProtobuf, Encoding: EncodingJSON, Topic: protoJSON}, pubsubMessageType},
-		{"anything to a topic without a schema", EncodeConfig{Format: FormatJSON, Topic: plain}, readingType},
+		{"Avro, the topic's newest revision", EncodeConfig{Format: model.FormatAvro, Topic: avroBinary}, readingType},
+		{"Avro, an older revision given", EncodeConfig{Format: model.FormatAvro, Topic: avroBinary, AvroSchema: readingSchemaV2}, readingType},
+		{"Protobuf JSON", EncodeConfig{Format: model.FormatProtobuf, Encoding: EncodingJSON, Topic: protoJSON}, pubsubMessageType},
+		{"anything to a topic without a schema", EncodeConfig{Format: model.FormatJSON, Topic: plain}, readingType},
 	} {
 		if err := enc(tc.cfg, tc.elem); err != nil {
 			t.Errorf("%s: %v", tc.name, err)
@@ -271,7 +271,7 @@ func TestTopicCheck(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := decoderFor(t, DecodeConfig{Format: FormatAvro, Topic: avroBinary, Connection: f.conn}, readingType)
+	_, err := decoderFor(t, DecodeConfig{Format: model.FormatAvro, Topic: avroBinary, Connection: f.conn}, readingType)
 	wantError(t, "a topic ending at revision 1, which lacks reading.Unit", err, "readings@"+avroRevs[0], "typed.reading.Unit")
 }
 
@@ -295,7 +295,7 @@ func TestTopicCheckRevisionRange(t *testing.T) {
 		}
 	}
 	enc := func(schema string) error {
-		return encoderSetup(t, f, EncodeConfig{Format: FormatAvro, Topic: topic, AvroSchema: schema}, readingType)
+		return encoderSetup(t, f, EncodeConfig{Format: model.FormatAvro, Topic: topic, AvroSchema: schema}, readingType)
 	}
 	bound(revs[2], "")
 	wantError(t, "revision 2, the topic accepting 3 on", enc(readingSchemaV2),
@@ -360,7 +360,7 @@ func TestSchemaServiceErrorsPrefixedOnce(t *testing.T) {
 			t.Errorf("%s: %q does not say %q exactly once", what, err, api+":")
 		}
 	}
-	c, err := decoderFor(t, DecodeConfig{Format: FormatAvro, AvroSchema: readingSchemaV2, Connection: conn}, readingType)
+	c, err := decoderFor(t, DecodeConfig{Format: model.FormatAvro, AvroSchema: readingSchemaV2, Connection: conn}, readingType)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,9 +368,9 @@ func TestSchemaServiceErrorsPrefixedOnce(t *testing.T) {
 	_, err = c.decode(context.Background(), m)
 	once("a revision, unreachable", c.fail(context.Background(), m, err, func(dlq.FailedMessage) { t.Error("an outage was dead-lettered") }), "pubsubio.Decode")
 	topic := model.TopicOf(testProject, "readings")
-	_, err = decoderFor(t, DecodeConfig{Format: FormatJSON, Topic: topic, Connection: conn}, readingType)
+	_, err = decoderFor(t, DecodeConfig{Format: model.FormatJSON, Topic: topic, Connection: conn}, readingType)
 	once("Decode's topic check, unreachable", err, "pubsubio.Decode")
-	cfg, err := EncodeConfig{Format: FormatJSON, Topic: topic, Connection: conn}.withDefaults(readingType)
+	cfg, err := EncodeConfig{Format: model.FormatJSON, Topic: topic, Connection: conn}.withDefaults(readingType)
 	if err != nil {
 		t.Fatal(err)
 	}

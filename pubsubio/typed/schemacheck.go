@@ -9,6 +9,7 @@ import (
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/linkedin/goavro/v2"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -21,7 +22,7 @@ type prepared struct {
 }
 
 // prepare checks p.Topic's schema settings, if Topic is set, and builds
-// the codec: for FormatAvro, with AvroSchema or the topic's schema.
+// the codec: for model.FormatAvro, with AvroSchema or the topic's schema.
 func (pr *prepared) prepare(ctx context.Context, p payload, t reflect.Type, dir direction) error {
 	cd, err := prepareCodec(ctx, &pr.svc, p, t, dir)
 	pr.codec = cd
@@ -33,7 +34,7 @@ func (pr *prepared) Teardown() error { return pr.svc.close() }
 
 // prepareCodec is the first step of a DoFn that decodes or encodes: it
 // checks p.Topic's schema settings, if Topic is set, and returns the codec
-// of p's format, for FormatAvro with AvroSchema or the topic's schema.
+// of p's format, for model.FormatAvro with AvroSchema or the topic's schema.
 func prepareCodec(ctx context.Context, svc *lazyService, p payload, t reflect.Type, dir direction) (codec, error) {
 	api := apiOf(dir)
 	schema, from := p.AvroSchema, "AvroSchema"
@@ -66,14 +67,14 @@ func apiOf(dir direction) string {
 }
 
 // schemaTypes are the schema types each format reads and writes.
-var schemaTypes = map[Format]pubsubpb.Schema_Type{
-	FormatAvro:     pubsubpb.Schema_AVRO,
-	FormatProtobuf: pubsubpb.Schema_PROTOCOL_BUFFER,
+var schemaTypes = map[model.Format]pubsubpb.Schema_Type{
+	model.FormatAvro:     pubsubpb.Schema_AVRO,
+	model.FormatProtobuf: pubsubpb.Schema_PROTOCOL_BUFFER,
 }
 
 // checkTopic reads p.Topic's schema settings and returns why they do not
 // match p, naming the topic, its schema and encoding, and every mismatch.
-// For FormatAvro it also returns the writer's schema to use when none is
+// For model.FormatAvro it also returns the writer's schema to use when none is
 // configured, the newest revision the topic accepts, and from, which names
 // that revision. When encoding, an
 // AvroSchema given must be one of the schema's revisions that the topic
@@ -92,7 +93,7 @@ func checkTopic(ctx context.Context, svc *schemaService, p payload, dir directio
 	name := settings.GetSchema()
 	switch name {
 	case "":
-		if p.Format == FormatAvro && p.AvroSchema == "" {
+		if p.Format == model.FormatAvro && p.AvroSchema == "" {
 			return "", "", fmt.Errorf("%s: Topic %s has no schema to take the writer's Avro schema from: set AvroSchema", svc.api, p.Topic)
 		}
 		return p.AvroSchema, "", nil
@@ -110,14 +111,14 @@ func checkTopic(ctx context.Context, svc *schemaService, p payload, dir directio
 	topicEncoding := strings.TrimPrefix(settings.GetEncoding().String(), "ENCODING_")
 	var mismatch []string
 	if want, ok := schemaTypes[p.Format]; !ok {
-		mismatch = append(mismatch, fmt.Sprintf("Format %s is plain JSON, not the JSON encoding of an %s schema: use Format %s or %s with Encoding %s", p.Format, sc.GetType(), FormatAvro, FormatProtobuf, EncodingJSON))
+		mismatch = append(mismatch, fmt.Sprintf("Format %s is plain JSON, not the JSON encoding of an %s schema: use Format %s or %s with Encoding %s", p.Format, sc.GetType(), model.FormatAvro, model.FormatProtobuf, EncodingJSON))
 	} else if sc.GetType() != want {
 		mismatch = append(mismatch, fmt.Sprintf("Format %s does not read or write %s schemas", p.Format, sc.GetType()))
 	}
-	if p.Format != FormatJSON && topicEncoding != string(p.Encoding) {
+	if p.Format != model.FormatJSON && topicEncoding != string(p.Encoding) {
 		mismatch = append(mismatch, fmt.Sprintf("Encoding is %s, the topic's %s", p.Encoding, topicEncoding))
 	}
-	if len(mismatch) == 0 && p.Format == FormatAvro {
+	if len(mismatch) == 0 && p.Format == model.FormatAvro {
 		if p.AvroSchema == "" {
 			return sc.GetDefinition(), fmt.Sprintf("schema %s@%s of Topic %s", name, sc.GetRevisionId(), p.Topic), nil
 		}

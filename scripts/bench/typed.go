@@ -132,7 +132,7 @@ func runTyped(ctx context.Context, c typedCase, who, run string, n int) (float64
 	p, s := beam.NewPipelineWithRoot()
 	imp := beam.Impulse(s)
 	event, proto := reflect.TypeOf(typedEvent{}), reflect.TypeOf((*pubsubpb.PubsubMessage)(nil))
-	elem, elemFormat := event, pubsubio.TypedFormat(c.format)
+	elem, elemFormat := event, pubsubio.Format(c.format)
 	if c.format == "PROTOBUF" {
 		elem = proto
 	}
