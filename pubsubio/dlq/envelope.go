@@ -248,6 +248,12 @@ func (e *envelope) originals(attrs map[string]string) {
 	}
 }
 
+// ErrNotDeadLetter is wrapped by every error Decode returns: the message
+// has no envelope this pubsubio reads, or a malformed one. A consumer of a
+// dead-letter topic that other publishers share can skip such messages
+// with errors.Is.
+var ErrNotDeadLetter = errors.New("not a dead letter this pubsubio reads")
+
 // Decode returns the FailedMessage an envelope carries: the inverse of
 // Encode for everything Encode carried. What the envelope lists in
 // AttrOmitted is missing from the result, and the error text is as long as
@@ -259,14 +265,15 @@ func (e *envelope) originals(attrs map[string]string) {
 //
 // m is a message read from the dead-letter topic; with the client library,
 // pass model.Message{Data: msg.Data, Attributes: msg.Attributes}. An error
-// names the attribute that is missing or malformed.
+// wraps ErrNotDeadLetter and names the attribute that is missing or
+// malformed.
 func Decode(m model.Message) (FailedMessage, error) {
 	a := m.Attributes
 	switch v, ok := a[AttrEnvelope]; {
 	case !ok:
-		return FailedMessage{}, fmt.Errorf("dlq.Decode: the message is not a pubsubio dead letter: it has no %s attribute", AttrEnvelope)
+		return FailedMessage{}, fmt.Errorf("dlq.Decode: %w: it has no %s attribute", ErrNotDeadLetter, AttrEnvelope)
 	case v != EnvelopeVersion:
-		return FailedMessage{}, fmt.Errorf("dlq.Decode: %s %q is a version this pubsubio does not read (it reads %q); decode it with the pubsubio that wrote it", AttrEnvelope, v, EnvelopeVersion)
+		return FailedMessage{}, fmt.Errorf("dlq.Decode: %w: %s %q is another version (it reads %q); decode it with the pubsubio that wrote it", ErrNotDeadLetter, AttrEnvelope, v, EnvelopeVersion)
 	}
 	var errs []error
 	bad := func(key string, err error) { errs = append(errs, fmt.Errorf("%s %q: %w", key, a[key], err)) }
@@ -334,7 +341,7 @@ func Decode(m model.Message) (FailedMessage, error) {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return FailedMessage{}, fmt.Errorf("dlq.Decode: malformed dead letter (message %q): %w", m.ID, err)
+		return FailedMessage{}, fmt.Errorf("dlq.Decode: %w: message %q is malformed: %w", ErrNotDeadLetter, m.ID, err)
 	}
 	return f, nil
 }

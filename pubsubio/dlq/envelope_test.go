@@ -1,6 +1,7 @@
 package dlq
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -212,7 +213,7 @@ func TestDecodeRejects(t *testing.T) {
 		m    model.Message
 		want []string
 	}{
-		{"not an envelope", model.Message{Data: []byte("x"), Attributes: map[string]string{"a": "b"}}, []string{"not a pubsubio dead letter", AttrEnvelope}},
+		{"not an envelope", model.Message{Data: []byte("x"), Attributes: map[string]string{"a": "b"}}, []string{"not a dead letter this pubsubio reads", AttrEnvelope}},
 		{"other version", with(AttrEnvelope, "2"), []string{AttrEnvelope, `"2"`, `reads "1"`}},
 		{"bad time", with(AttrTime, "yesterday"), []string{AttrTime, `"yesterday"`}},
 		{"bad attempts", with(AttrAttempts, "three"), []string{AttrAttempts, `"three"`}},
@@ -232,6 +233,9 @@ func TestDecodeRejects(t *testing.T) {
 			_, err := Decode(tc.m)
 			if err == nil {
 				t.Fatal("Decode succeeded")
+			}
+			if !errors.Is(err, ErrNotDeadLetter) {
+				t.Errorf("error %q does not wrap ErrNotDeadLetter", err)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
