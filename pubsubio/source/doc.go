@@ -11,16 +11,17 @@
 //
 // The life of a message, and the file of each step:
 //
-//   - Before any split reads, the prepare step (prepare.go, preparefn.go)
-//     runs once per job: it describes every subscription, rejects those the
-//     read cannot consume (checks.go), creates missing ones that have
-//     create options (createoptions.go) and seeks those with a start
-//     position (startposition.go), then emits one element per split
+//   - Before any split reads, the prepare step (the prepare_*.go files:
+//     prepare.go, prepare_fn.go) runs once per job: it describes every
+//     subscription, rejects those the read cannot consume
+//     (prepare_checks.go), creates missing ones that have create options
+//     (prepare_createoptions.go) and seeks those with a start position
+//     (prepare_startposition.go), then emits one element per split
 //     (splitplan.go). The subscriptions a read creates for topics are its
-//     own (topics.go): refused when another job's, marked when taken up
-//     (owners.go), and deleted when a read of a generated name is done
-//     (cleanup.go). It warns about dead-letter policies that leave the
-//     read little room (attempts.go).
+//     own (prepare_topics.go): refused when another job's, marked when
+//     taken up (prepare_owners.go), and deleted when a read of a generated
+//     name is done (prepare_cleanup.go). It warns about dead-letter
+//     policies that leave the read little room (attempts.go).
 //   - A split's first bundle finds its reader in the registry
 //     (registry.go), which starts the subscriber (splitreader.go) on a
 //     connection that records what its streaming pulls receive (puller.go,

@@ -38,7 +38,7 @@ import (
 // minExactlyOnceExtension is the shortest lease extension the client
 // makes on an exactly-once subscription, whatever
 // MaxDurationPerAckExtension says (iterator.go,
-// minDurationPerLeaseExtensionExactlyOnce): checks.go rejects a shorter
+// minDurationPerLeaseExtensionExactlyOnce): prepare_checks.go rejects a shorter
 // MaxDurationPerAckExtension for such a subscription.
 const minExactlyOnceExtension = 60 * time.Second
 

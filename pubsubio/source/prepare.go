@@ -42,7 +42,7 @@ type prepareTarget struct {
 //     ALREADY_EXISTS (another job got there first) is success; that
 //     subscription's own settings apply, so it is described and checked.
 //     Mark the read's own topic subscriptions that existed with its labels
-//     (owners.go).
+//     (prepare_owners.go).
 //  3. Warn about backwards start positions that can recover only unacked
 //     messages, and dead-letter policies that leave the read little room
 //     (attempts.go).

@@ -60,8 +60,9 @@ var (
 // ProcessElement deletes every subscription of Owned that this read
 // created: it describes each one first, and leaves one without the read's
 // label (it existed before the read, under the same name: another job's,
-// or made by hand; or another read has marked it its own since, owners.go). One already gone counts as deleted. A failure does not
-// fail the job, whose messages were all read and acked: it is logged with
+// or made by hand; or another read has marked it its own since,
+// prepare_owners.go). One already gone counts as deleted. A failure does
+// not fail the job, whose messages were all read and acked: it is logged with
 // the command that removes the subscription, which otherwise expires after
 // its TTL. Pub/Sub has no conditional delete: a subscription deleted and
 // made again by someone else between the describe and the delete would

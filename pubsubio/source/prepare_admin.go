@@ -18,7 +18,7 @@ import (
 // the delete of a read's own subscriptions once it is done. An interface
 // so that the check, create and seek logic is tested against a fake that
 // records every call. The only update is of the labels of a read's own
-// topic subscription (owners.go): creation never changes an existing
+// topic subscription (prepare_owners.go): creation never changes an existing
 // subscription.
 type admin interface {
 	getSubscription(ctx context.Context, name string) (*pubsubpb.Subscription, error)

@@ -67,7 +67,7 @@ const DefaultTopicSubscriptionTTL = minExpirationTTL
 // Reading topics): created-by=pubsubio, the TopicSubscriptions.Name, the
 // job (--job_name, if set) and the read. LabelRead's value is generated
 // once per construction: it marks the subscriptions this read created, or
-// has read since (owners.go), which are the only ones its cleanup deletes.
+// has read since (prepare_owners.go), which are the only ones its cleanup deletes.
 // LabelShared is set on one read under TopicSubscriptions.Shared. Tools
 // that find the subscriptions of jobs that are gone
 // (cmd/pubsubio-orphans) read them.
@@ -275,7 +275,7 @@ func (o SubscriptionCreateOptions) withTopicDefaults(name, read string) Subscrip
 }
 
 // JobLabel is the value of LabelJob on what a job named name (--job_name)
-// creates: name as a valid label value (labels.go, labelValue).
+// creates: name as a valid label value (prepare_labels.go, labelValue).
 func JobLabel(name string) string { return labelValue(name) }
 
 // randomID is randomIDLength random lowercase letters and digits (50
