@@ -349,9 +349,9 @@ func TestPrepareWarnsAboutATightDeadLetterPolicy(t *testing.T) {
 		{"over the budget, 100 attempts", attemptRisks{OverBudget: true}, policy(100), []string{"after 100 delivery attempts", "more than the buffer budget holds", "leave MaxOutstandingMessages and MaxOutstandingBytes unset"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := prepareConfig(t, []model.Subscription{sub}, nil)
-			cfg.risks = tc.risks
-			counts, err := runPrepare(t, newFakeAdmin(existingSub(sub, tc.desc)), cfg)
+			p := preparePlan(t, []model.Subscription{sub}, nil)
+			p.Risks = tc.risks
+			counts, err := runPrepare(t, newFakeAdmin(existingSub(sub, tc.desc)), p)
 			if err != nil {
 				t.Fatalf("prepare: %v", err)
 			}

@@ -114,7 +114,7 @@ func TestBacklogValidation(t *testing.T) {
 		if c.edit != nil {
 			c.edit(&cfg)
 		}
-		_, err := cfg.withDefaults()
+		_, _, err := cfg.withDefaults()
 		if c.want == nil {
 			if err != nil {
 				t.Errorf("%s: %v, want valid", c.name, err)

@@ -244,15 +244,6 @@ type Config struct {
 	// Connection says where and as whom to connect. The zero value is
 	// application-default credentials against Pub/Sub.
 	Connection connection.Settings
-
-	// owned are the subscriptions created for Topics, once withDefaults
-	// moved them into Subscriptions, and the label that marks those this
-	// read created: what a read of a generated name deletes when done.
-	owned ownedSubscriptions
-
-	// risks are how the read may spend delivery attempts on messages that
-	// did not fail, for the prepare step's warnings (attempts.go).
-	risks attemptRisks
 }
 
 // warnings explains settings that are valid but probably not meant; read
@@ -261,9 +252,11 @@ func (cfg Config) warnings(now time.Time) []string {
 	return slices.Concat(cfg.setupWarnings(now), cfg.budgetWarnings(), cfg.holdWarnings())
 }
 
-// withDefaults returns cfg with every zero field set to its default and the
-// whole configuration validated. Errors name the field and the value.
-func (cfg Config) withDefaults() (Config, error) {
+// withDefaults returns cfg with every zero field set to its default, its
+// Topics moved into Subscriptions (withTopics) and the whole configuration
+// validated, and the subscriptions it creates for its topics. Errors name
+// the field and the value.
+func (cfg Config) withDefaults() (Config, ownedSubscriptions, error) {
 	construct.Default(&cfg.Ordering, OrderingNone)
 	construct.Default(&cfg.Finalization, FinalizationAuto)
 	construct.Default(&cfg.Commit, CommitAuto)
@@ -284,10 +277,10 @@ func (cfg Config) withDefaults() (Config, error) {
 	construct.Default(&cfg.WatermarkMaxOutage, DefaultWatermarkMaxOutage)
 	construct.Default(&cfg.LatePolicy, LateEmit)
 	construct.Default(&cfg.Backlog, BacklogAuto)
-	cfg, topicErrs := cfg.withTopics()
+	cfg, owned, topicErrs := cfg.withTopics()
 	cfg.setupWithDefaults()
 	cfg.flowControlFromBudget()
-	return cfg, cfg.validate(topicErrs)
+	return cfg, owned, cfg.validate(topicErrs)
 }
 
 // validate checks cfg; errs are problems already found.

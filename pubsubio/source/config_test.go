@@ -15,7 +15,7 @@ import (
 )
 
 func TestWithDefaultsFillsEveryDefault(t *testing.T) {
-	cfg, err := validConfig().withDefaults()
+	cfg, _, err := validConfig().withDefaults()
 	if err != nil {
 		t.Fatalf("withDefaults: %v", err)
 	}
@@ -67,7 +67,7 @@ func TestWithDefaultsFillsEveryDefault(t *testing.T) {
 // client upgrade that changes them is noticed.
 func TestClientDerivedDefaultsMatchTheClient(t *testing.T) {
 	client := pubsub.DefaultReceiveSettings
-	cfg, err := validConfig().withDefaults()
+	cfg, _, err := validConfig().withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestWithDefaultsKeepsSetValues(t *testing.T) {
 		LeaseIdle:              time.Hour,
 		Finalization:           FinalizationOff,
 	}
-	cfg, err := in.withDefaults()
+	cfg, _, err := in.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestValidationErrorsNameTheOption(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := validConfig()
 			c.edit(&cfg)
-			_, err := cfg.withDefaults()
+			_, _, err := cfg.withDefaults()
 			if err == nil {
 				t.Fatalf("withDefaults accepted %+v", cfg)
 			}
@@ -267,7 +267,7 @@ func TestValidationAcceptsBoundaryValues(t *testing.T) {
 	for name, edit := range cases {
 		cfg := validConfig()
 		edit(&cfg)
-		if _, err := cfg.withDefaults(); err != nil {
+		if _, _, err := cfg.withDefaults(); err != nil {
 			t.Errorf("%s: rejected: %v", name, err)
 		}
 	}

@@ -223,7 +223,7 @@ func TestDecodeConfigRejectsUnknownFormatAndPolicy(t *testing.T) {
 	cfg := validConfig()
 	cfg.Format = "XML"
 	cfg.DecodePolicy = "RETRY"
-	_, err := cfg.withDefaults()
+	_, _, err := cfg.withDefaults()
 	if err == nil {
 		t.Fatal("accepted")
 	}
@@ -232,7 +232,7 @@ func TestDecodeConfigRejectsUnknownFormatAndPolicy(t *testing.T) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
-	cfg, err = validConfig().withDefaults()
+	cfg, _, err = validConfig().withDefaults()
 	if err != nil || cfg.Format != model.FormatBytes || cfg.DecodePolicy != model.DecodeFail {
 		t.Errorf("defaults: format %q, policy %q, %v; want BYTES and FAIL", cfg.Format, cfg.DecodePolicy, err)
 	}
@@ -253,15 +253,15 @@ func TestReadRejectsDeadLetterPolicy(t *testing.T) {
 func TestNackPolicyNeedsADeadLetterPolicy(t *testing.T) {
 	cfg := testConfig(t, func(c *Config) { c.DecodePolicy = model.DecodeNack })
 	name := "projects/p/subscriptions/s"
-	errs := rejection(cfg, name, &pubsubpb.Subscription{Name: name})
+	errs := rejection(cfg, ownedSubscriptions{}, name, &pubsubpb.Subscription{Name: name})
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), name) || !strings.Contains(errs[0].Error(), "redelivered forever") {
 		t.Errorf("rejection without a dead-letter policy = %v; want one naming %s and saying why", errs, name)
 	}
 	withPolicy := &pubsubpb.Subscription{Name: name, DeadLetterPolicy: &pubsubpb.DeadLetterPolicy{DeadLetterTopic: "projects/p/topics/dead", MaxDeliveryAttempts: 5}}
-	if errs := rejection(cfg, name, withPolicy); len(errs) != 0 {
+	if errs := rejection(cfg, ownedSubscriptions{}, name, withPolicy); len(errs) != 0 {
 		t.Errorf("rejection with a dead-letter policy = %v", errs)
 	}
-	if errs := rejection(testConfig(t, nil), name, &pubsubpb.Subscription{Name: name}); len(errs) != 0 {
+	if errs := rejection(testConfig(t, nil), ownedSubscriptions{}, name, &pubsubpb.Subscription{Name: name}); len(errs) != 0 {
 		t.Errorf("rejection under DecodeFail = %v", errs)
 	}
 
@@ -271,7 +271,7 @@ func TestNackPolicyNeedsADeadLetterPolicy(t *testing.T) {
 	bad.Subscriptions = []model.Subscription{sub}
 	bad.DecodePolicy = model.DecodeNack
 	bad.Setup = []SubscriptionSetup{{Subscription: sub, Create: SubscriptionCreateOptions{Topic: topic}}}
-	if _, err := bad.withDefaults(); err == nil || !strings.Contains(err.Error(), "Setup[0].Create") || !strings.Contains(err.Error(), "DeadLetterTopic") {
+	if _, _, err := bad.withDefaults(); err == nil || !strings.Contains(err.Error(), "Setup[0].Create") || !strings.Contains(err.Error(), "DeadLetterTopic") {
 		t.Errorf("construction with create options without DeadLetterTopic under Nack: %v; want an error saying to set it", err)
 	}
 	errs = createRejection(cfg, "Setup[0].Create", sub, SubscriptionCreateOptions{Topic: topic, DeadLetterTopic: model.TopicOf(testProject, "dead")})

@@ -535,15 +535,22 @@ func validConfig() Config {
 // testConfig is validConfig with defaults applied, after edit.
 func testConfig(t *testing.T, edit func(*Config)) Config {
 	t.Helper()
+	return testPlan(t, edit).Cfg
+}
+
+// testPlan is the read plan of testConfig's configuration: with the
+// subscriptions it creates for its topics.
+func testPlan(t *testing.T, edit func(*Config)) readPlan {
+	t.Helper()
 	cfg := validConfig()
 	if edit != nil {
 		edit(&cfg)
 	}
-	cfg, err := cfg.withDefaults()
+	p, err := newReadPlan(cfg)
 	if err != nil {
 		t.Fatalf("test configuration is invalid: %v", err)
 	}
-	return cfg
+	return p
 }
 
 func testSubs(n int) []model.Subscription {

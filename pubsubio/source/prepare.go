@@ -48,24 +48,24 @@ type prepareTarget struct {
 //     (attempts.go).
 //  4. Seek every subscription with a non-default start position. now is
 //     read at each seek, which is when PositionLatest resolves.
-func prepare(ctx context.Context, adm admin, cfg Config, now func() time.Time) (prepareCounts, error) {
+func prepare(ctx context.Context, adm admin, p readPlan, now func() time.Time) (prepareCounts, error) {
 	var counts prepareCounts
-	targets, err := describeAll(ctx, adm, cfg, &counts)
+	targets, err := describeAll(ctx, adm, p, &counts)
 	if err != nil {
 		return counts, fmt.Errorf("pubsubio.Read: preparing the read's subscriptions failed; nothing was created or sought:\n%w", err)
 	}
 	for i := range targets {
 		if targets[i].desc == nil {
-			if err := create(ctx, adm, cfg, &targets[i], &counts); err != nil {
+			if err := create(ctx, adm, p, &targets[i], &counts); err != nil {
 				return counts, fmt.Errorf("pubsubio.Read: %w\n(nothing was sought; subscriptions already created stay, and a new run finds them)", err)
 			}
 		}
-		if err := markOwned(ctx, adm, cfg, targets[i]); err != nil {
+		if err := markOwned(ctx, adm, p, targets[i]); err != nil {
 			return counts, fmt.Errorf("pubsubio.Read: %w\n(nothing was sought)", err)
 		}
 	}
 	for _, t := range targets {
-		for _, w := range []string{retentionWarning(t.sub.String(), t.setup.Start, t.desc), cfg.risks.warning(t.sub.String(), t.desc)} {
+		for _, w := range []string{retentionWarning(t.sub.String(), t.setup.Start, t.desc), p.Risks.warning(t.sub.String(), t.desc)} {
 			if w != "" {
 				counts.warned++
 				log.Warn(ctx, w)
@@ -89,21 +89,21 @@ func prepare(ctx context.Context, adm admin, cfg Config, now func() time.Time) (
 
 // describeAll describes and checks every subscription, and returns every
 // problem at once so that one run names them all.
-func describeAll(ctx context.Context, adm admin, cfg Config, counts *prepareCounts) ([]prepareTarget, error) {
-	targets := make([]prepareTarget, len(cfg.Subscriptions))
+func describeAll(ctx context.Context, adm admin, p readPlan, counts *prepareCounts) ([]prepareTarget, error) {
+	targets := make([]prepareTarget, len(p.Cfg.Subscriptions))
 	var errs []error
-	for i, sub := range cfg.Subscriptions {
-		t := prepareTarget{sub: sub, setup: cfg.setupFor(sub)}
+	for i, sub := range p.Cfg.Subscriptions {
+		t := prepareTarget{sub: sub, setup: p.Cfg.setupFor(sub)}
 		desc, err := adm.getSubscription(ctx, sub.String())
 		switch {
 		case err == nil:
 			t.desc = desc
-			rejected := rejection(cfg, sub.String(), desc)
+			rejected := rejection(p.Cfg, p.Owned, sub.String(), desc)
 			counts.rejected += len(rejected)
 			errs = append(errs, rejected...)
-			if len(rejected) == 0 && slices.Contains(cfg.owned.Subscriptions, sub) && !cfg.owned.createdBy(desc) {
+			if len(rejected) == 0 && slices.Contains(p.Owned.Subscriptions, sub) && !p.Owned.createdBy(desc) {
 				log.Infof(ctx, "pubsubio.Read: %s, the subscription of TopicSubscriptions.Name %q for its topic, already exists and this read did not create it "+
-					"(its labels %v): the read consumes it from where it is, and never deletes it", sub, cfg.TopicSubscriptions.Name, desc.GetLabels())
+					"(its labels %v): the read consumes it from where it is, and never deletes it", sub, p.Owned.Name, desc.GetLabels())
 			}
 		case status.Code(err) == codes.NotFound && !t.setup.Create.IsZero():
 			// Created in the next phase.
@@ -120,7 +120,7 @@ func describeAll(ctx context.Context, adm admin, cfg Config, counts *prepareCoun
 }
 
 // create creates t's subscription from its create options.
-func create(ctx context.Context, adm admin, cfg Config, t *prepareTarget, counts *prepareCounts) error {
+func create(ctx context.Context, adm admin, p readPlan, t *prepareTarget, counts *prepareCounts) error {
 	o := t.setup.Create
 	created, err := adm.createSubscription(ctx, o.subscriptionProto(t.sub))
 	switch {
@@ -138,7 +138,7 @@ func create(ctx context.Context, adm admin, cfg Config, t *prepareTarget, counts
 	if err != nil {
 		return describeGetError(t.sub, err)
 	}
-	if rejected := rejection(cfg, t.sub.String(), desc); len(rejected) > 0 {
+	if rejected := rejection(p.Cfg, p.Owned, t.sub.String(), desc); len(rejected) > 0 {
 		counts.rejected += len(rejected)
 		return fmt.Errorf("%s was created by someone else while this job was preparing it, with its own settings: %w", t.sub, errors.Join(rejected...))
 	}

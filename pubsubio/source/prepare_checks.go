@@ -65,14 +65,14 @@ var checks = []check{
 // own topic subscriptions must be on its topic (wrongTopic) and not
 // created for another job (ownerRejection), which construction cannot
 // know and so does not check.
-func rejection(cfg Config, name string, sub *pubsubpb.Subscription) []error {
+func rejection(cfg Config, owned ownedSubscriptions, name string, sub *pubsubpb.Subscription) []error {
 	var errs []error
 	for _, c := range checks {
 		if c.rejects(cfg, sub) {
 			errs = append(errs, fmt.Errorf("subscription %s cannot be read: %s; %s", name, c.setting, c.why))
 		}
 	}
-	for _, err := range []error{cfg.wrongTopic(name, sub), cfg.ownerRejection(name, sub)} {
+	for _, err := range []error{owned.wrongTopic(name, sub), owned.ownerRejection(name, sub)} {
 		if err != nil {
 			errs = append(errs, err)
 		}

@@ -33,11 +33,11 @@ func init() {
 // still has acks to send, and a cancelled job deletes nothing: its
 // subscriptions expire after their TTL. The grouping holds one element,
 // however long an unbounded read runs.
-func deleteWhenDone(s beam.Scope, cfg Config, msgs beam.PCollection) {
+func deleteWhenDone(s beam.Scope, p readPlan, msgs beam.PCollection) {
 	s = s.Scope("DeleteTopicSubscriptions")
 	none := beam.ParDo(s, nothing, msgs)
 	done := beam.Combine(s, sum, beam.Flatten(s, none, beam.Create(s, int64(0))))
-	beam.ParDo0(s, &deleteOwnedFn{Owned: cfg.owned, Connection: cfg.Connection}, done)
+	beam.ParDo0(s, &deleteOwnedFn{Owned: p.Owned, Connection: p.Cfg.Connection}, done)
 }
 
 // nothing emits nothing for a message: the read's output only holds the

@@ -28,20 +28,12 @@ var newAdmin = dialAdmin
 // a failed prepare bundle is retried as a whole, seeking again before any
 // split has read anything. A redeploy is a new job with a new Impulse, so
 // it prepares, and seeks, again.
-//
-// Owned and Risks are Cfg's owned and risks, which Cfg loses on its way
-// to the worker.
 type prepareFn struct {
-	Cfg   Config
-	Plan  []Split
-	Owned ownedSubscriptions
-	Risks attemptRisks
+	Plan readPlan
 }
 
 func (fn *prepareFn) ProcessElement(ctx context.Context, _ []byte, emit func(Split)) error {
-	cfg := fn.Cfg
-	cfg.owned, cfg.risks = fn.Owned, fn.Risks
-	adm, err := newAdmin(ctx, cfg)
+	adm, err := newAdmin(ctx, fn.Plan.Cfg)
 	if err != nil {
 		return err
 	}
@@ -50,12 +42,12 @@ func (fn *prepareFn) ProcessElement(ctx context.Context, _ []byte, emit func(Spl
 			log.Warnf(ctx, "pubsubio.Read: closing the prepare step's client: %v", err)
 		}
 	}()
-	counts, err := prepare(ctx, adm, cfg, time.Now)
+	counts, err := prepare(ctx, adm, fn.Plan, time.Now)
 	counts.report(ctx)
 	if err != nil {
 		return err
 	}
-	for _, s := range fn.Plan {
+	for _, s := range fn.Plan.Splits {
 		emit(s)
 	}
 	return nil

@@ -34,10 +34,9 @@ func TestPrepareFnEmitsSplitsOnlyAfterSeeking(t *testing.T) {
 	subs := testSubs(2)
 	adm := newFakeAdmin(existingSub(subs[0], nil), existingSub(subs[1], nil))
 	useAdmin(t, adm)
-	cfg := prepareConfig(t, subs, func(c *Config) { c.Splits = 4 },
+	fn := &prepareFn{Plan: preparePlan(t, subs, func(c *Config) { c.Splits = 4 },
 		SubscriptionSetup{Subscription: subs[0], Start: StartLatest()},
-		SubscriptionSetup{Subscription: subs[1], Start: StartFromSnapshot("snap")})
-	fn := &prepareFn{Cfg: cfg, Plan: planSplits(cfg.Subscriptions, cfg.Ordering, cfg.Splits)}
+		SubscriptionSetup{Subscription: subs[1], Start: StartFromSnapshot("snap")})}
 	emit := func(s Split) { adm.event(fmt.Sprintf("emit %d", s.Index)) }
 	if err := fn.ProcessElement(context.Background(), nil, emit); err != nil {
 		t.Fatalf("ProcessElement: %v", err)
@@ -54,7 +53,7 @@ func TestPrepareFnEmitsSplitsOnlyAfterSeeking(t *testing.T) {
 
 	failing := newFakeAdmin(existingSub(subs[0], func(s *pubsubpb.Subscription) { s.EnableExactlyOnceDelivery = true }), existingSub(subs[1], nil))
 	useAdmin(t, failing)
-	fn.Cfg.MaxDurationPerAckExtension = 30 * time.Second
+	fn.Plan.Cfg.MaxDurationPerAckExtension = 30 * time.Second
 	err := fn.ProcessElement(context.Background(), nil, func(s Split) { failing.event(fmt.Sprintf("emit %d", s.Index)) })
 	if err == nil || !strings.Contains(err.Error(), "exactly-once") {
 		t.Fatalf("ProcessElement = %v, want the rejection", err)
@@ -95,7 +94,7 @@ func TestStartPositionRunsOnceOnPrism(t *testing.T) {
 
 	// The created subscription exists before publishing, so it gets every
 	// message too: create it through a first, empty prepare run.
-	cfg := prepareConfig(t, []model.Subscription{subs[0], created}, func(c *Config) {
+	plan := preparePlan(t, []model.Subscription{subs[0], created}, func(c *Config) {
 		c.Splits = 4
 		c.MaxMessages = 100
 		c.IdleTimeout = 5 * time.Second
@@ -106,7 +105,7 @@ func TestStartPositionRunsOnceOnPrism(t *testing.T) {
 		SubscriptionSetup{Subscription: created, Start: StartFromTimestamp(time.Now().Add(-time.Hour)),
 			Create: SubscriptionCreateOptions{Topic: model.TopicOf(testProject, "once"), RetainAckedMessages: true}},
 	)
-	if _, err := prepare(context.Background(), adm, cfg, time.Now); err != nil {
+	if _, err := prepare(context.Background(), adm, plan, time.Now); err != nil {
 		t.Fatalf("creating the subscription: %v", err)
 	}
 	if got, err := f.client.SubscriptionAdminClient.GetSubscription(context.Background(),
@@ -117,7 +116,7 @@ func TestStartPositionRunsOnceOnPrism(t *testing.T) {
 	f.publish(t, topic, 100, nil)
 
 	p, s := beam.NewPipelineWithRoot()
-	passert.Count(s, Read(s, cfg), "messages", 200)
+	passert.Count(s, Read(s, plan.Cfg), "messages", 200)
 	res, err := ptest.RunWithMetrics(p)
 	if err != nil {
 		t.Fatalf("pipeline failed: %v", err)

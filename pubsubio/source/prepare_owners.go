@@ -8,8 +8,6 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
 // Owners: the labels on a subscription pubsubio created for a topic say
@@ -30,13 +28,14 @@ import (
 // for another job and TopicSubscriptions.Shared is not set. Jobs are told
 // apart by their --job_name (pubsubio-job); two runs without one are
 // taken for the same job. It returns nil for any other subscription.
-func (cfg Config) ownerRejection(name string, desc *pubsubpb.Subscription) error {
-	sub, ok := cfg.ownedNamed(name)
-	if !ok || cfg.TopicSubscriptions.Shared {
+func (o ownedSubscriptions) ownerRejection(name string, desc *pubsubpb.Subscription) error {
+	i := o.index(name)
+	if i < 0 || o.Shared {
 		return nil
 	}
+	sub := o.Subscriptions[i]
 	labels := desc.GetLabels()
-	theirs, ours := labels[LabelJob], cfg.setupFor(sub).Create.Labels[LabelJob]
+	theirs, ours := labels[LabelJob], o.Job
 	if labels[LabelCreatedBy] != LabelCreatedByValue || theirs == ours {
 		return nil
 	}
@@ -47,48 +46,38 @@ func (cfg Config) ownerRejection(name string, desc *pubsubpb.Subscription) error
 		name, theirs, LabelJob, ours, theirs, sub.ID, sub.Project)
 }
 
-// ownedNamed returns the read's own topic subscription named name.
-func (cfg Config) ownedNamed(name string) (model.Subscription, bool) {
-	for _, sub := range cfg.owned.Subscriptions {
-		if sub.String() == name {
-			return sub, true
-		}
-	}
-	return model.Subscription{}, false
-}
-
-// claimedLabels returns desc's labels marked as this read's, and whether
-// they need to be: desc is one of the read's own topic subscriptions that
-// pubsubio created for another read, of a generated name (which that read
-// deletes when done) or for another job (read under Shared). Another run
-// of the same job with the Name it was given leaves them: nobody deletes
-// it. One made by hand keeps the user's labels.
-func (cfg Config) claimedLabels(sub model.Subscription, desc *pubsubpb.Subscription) (map[string]string, bool) {
+// claimedLabels returns desc's labels marked as this read's (job is the
+// read's LabelJob value for it), and whether they need to be: desc is a
+// subscription the read takes up that pubsubio created for another read,
+// of a generated name (which that read deletes when done) or for another
+// job (read under Shared). Another run of the same job with the Name it
+// was given leaves them: nobody deletes it. One made by hand keeps the
+// user's labels.
+func (o ownedSubscriptions) claimedLabels(desc *pubsubpb.Subscription, job string) (map[string]string, bool) {
 	labels := desc.GetLabels()
-	if labels[LabelCreatedBy] != LabelCreatedByValue || labels[LabelRead] == cfg.owned.Label {
+	if labels[LabelCreatedBy] != LabelCreatedByValue || labels[LabelRead] == o.Label {
 		return nil, false
 	}
-	ours := cfg.setupFor(sub).Create.Labels
-	if labels[LabelJob] == ours[LabelJob] && !IsGeneratedName(labels[LabelName]) {
+	if labels[LabelJob] == job && !IsGeneratedName(labels[LabelName]) {
 		return nil, false
 	}
 	claimed := maps.Clone(labels)
-	claimed[LabelRead] = cfg.owned.Label
-	if job, ok := ours[LabelJob]; ok {
+	claimed[LabelRead] = o.Label
+	if job != "" {
 		claimed[LabelJob] = job
 	} else {
 		delete(claimed, LabelJob)
 	}
-	if labels[LabelJob] != ours[LabelJob] {
+	if labels[LabelJob] != job {
 		claimed[LabelShared] = "true" // read under Shared by another job too
 	}
 	return claimed, true
 }
 
-// markOwned marks t, one of the read's own topic subscriptions that existed,
-// with this read's labels (claimedLabels).
-func markOwned(ctx context.Context, adm admin, cfg Config, t prepareTarget) error {
-	labels, changed := cfg.claimedLabels(t.sub, t.desc)
+// markOwned marks t, a subscription of the read p that existed, with this
+// read's labels where that matters (claimedLabels).
+func markOwned(ctx context.Context, adm admin, p readPlan, t prepareTarget) error {
+	labels, changed := p.Owned.claimedLabels(t.desc, p.Cfg.setupFor(t.sub).Create.Labels[LabelJob])
 	if !changed {
 		return nil
 	}

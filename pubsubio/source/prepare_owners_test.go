@@ -36,13 +36,13 @@ func withJobName(t *testing.T, name string) {
 // matters.
 func TestTopicSubscriptionOfAnotherJob(t *testing.T) {
 	withJobName(t, "this-job")
-	build := func(shared bool) Config {
-		return testConfig(t, func(c *Config) {
+	build := func(shared bool) readPlan {
+		return testPlan(t, func(c *Config) {
 			c.Subscriptions, c.Topics = nil, []model.Topic{ordersTopic}
 			c.TopicSubscriptions = TopicSubscriptionOptions{Name: "nightly", Shared: shared}
 		})
 	}
-	sub := build(false).owned.Subscriptions[0]
+	sub := build(false).Owned.Subscriptions[0]
 	labelled := func(labels map[string]string) func(*pubsubpb.Subscription) {
 		return func(s *pubsubpb.Subscription) { s.Topic, s.Labels = ordersTopic.String(), labels }
 	}
@@ -81,7 +81,7 @@ func TestTopicSubscriptionOfAnotherJob(t *testing.T) {
 				}
 				return
 			}
-			tc.want[LabelRead] = cfg.owned.Label
+			tc.want[LabelRead] = cfg.Owned.Label
 			if diff := cmp.Diff(tc.want, got.GetLabels()); diff != "" {
 				t.Errorf("labels after prepare (-want +got):\n%s", diff)
 			}

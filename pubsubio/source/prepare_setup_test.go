@@ -109,7 +109,7 @@ func TestSetupValidationNamesOptionValueAndRange(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := c.cfg.withDefaults()
+			_, _, err := c.cfg.withDefaults()
 			if err == nil {
 				t.Fatalf("withDefaults accepted %+v", c.cfg.Setup)
 			}
@@ -153,7 +153,7 @@ func TestSetupValidationAcceptsBoundaryValues(t *testing.T) {
 		"snapshot in another project": withSetup(SubscriptionSetup{Start: StartFromSnapshot("projects/other-project/snapshots/snap-1")}),
 	}
 	for name, cfg := range cases {
-		if _, err := cfg.withDefaults(); err != nil {
+		if _, _, err := cfg.withDefaults(); err != nil {
 			t.Errorf("%s: rejected: %v", name, err)
 		}
 	}
@@ -163,7 +163,7 @@ func TestSetupValidationAcceptsBoundaryValues(t *testing.T) {
 // written to.
 func TestSetupDefaults(t *testing.T) {
 	in := withSetup(SubscriptionSetup{})
-	cfg, err := in.withDefaults()
+	cfg, _, err := in.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestSetupDefaults(t *testing.T) {
 func TestFutureTimestampWarns(t *testing.T) {
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	cfg := withSetup(SubscriptionSetup{Start: StartFromTimestamp(now.Add(time.Hour))})
-	cfg, err := cfg.withDefaults()
+	cfg, _, err := cfg.withDefaults()
 	if err != nil {
 		t.Fatalf("a future timestamp is rejected: %v", err)
 	}

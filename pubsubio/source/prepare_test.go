@@ -28,20 +28,25 @@ func existingSub(sub model.Subscription, edit func(*pubsubpb.Subscription)) *pub
 	return s
 }
 
-// prepareConfig is a valid configuration reading subs with setup.
-func prepareConfig(t *testing.T, subs []model.Subscription, edit func(*Config), setup ...SubscriptionSetup) Config {
+// preparePlan is the plan of a valid configuration reading subs with
+// setup.
+func preparePlan(t *testing.T, subs []model.Subscription, edit func(*Config), setup ...SubscriptionSetup) readPlan {
 	t.Helper()
-	return testConfig(t, func(c *Config) {
+	p := testPlan(t, func(c *Config) {
 		c.Subscriptions, c.Setup = subs, setup
 		if edit != nil {
 			edit(c)
 		}
 	})
+	// No risks: the dead-letter warnings are
+	// TestPrepareWarnsAboutATightDeadLetterPolicy's.
+	p.Risks = attemptRisks{}
+	return p
 }
 
-func runPrepare(t *testing.T, adm *fakeAdmin, cfg Config) (prepareCounts, error) {
+func runPrepare(t *testing.T, adm *fakeAdmin, p readPlan) (prepareCounts, error) {
 	t.Helper()
-	return prepare(context.Background(), adm, cfg, func() time.Time { return prepareNow })
+	return prepare(context.Background(), adm, p, func() time.Time { return prepareNow })
 }
 
 func wantErrorContaining(t *testing.T, err error, wants ...string) {
@@ -89,7 +94,7 @@ func TestPrepareRejections(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			adm := newFakeAdmin(c.existing...)
-			counts, err := runPrepare(t, adm, prepareConfig(t, []model.Subscription{sub}, c.edit))
+			counts, err := runPrepare(t, adm, preparePlan(t, []model.Subscription{sub}, c.edit))
 			wantErrorContaining(t, err, append(c.wants, "nothing was created or sought")...)
 			if counts.rejected != 1 {
 				t.Errorf("rejected %d, want 1", counts.rejected)
@@ -105,7 +110,7 @@ func TestPrepareAcceptsExactlyOnce(t *testing.T) {
 	sub := testSubs(1)[0]
 	for _, extension := range []time.Duration{0, time.Minute} {
 		adm := newFakeAdmin(existingSub(sub, func(s *pubsubpb.Subscription) { s.EnableExactlyOnceDelivery = true }))
-		counts, err := runPrepare(t, adm, prepareConfig(t, []model.Subscription{sub}, func(c *Config) { c.MaxDurationPerAckExtension = extension }))
+		counts, err := runPrepare(t, adm, preparePlan(t, []model.Subscription{sub}, func(c *Config) { c.MaxDurationPerAckExtension = extension }))
 		if err != nil || counts.rejected != 0 {
 			t.Errorf("MaxDurationPerAckExtension %v: %v, %d rejected; want the subscription read", extension, err, counts.rejected)
 		}
@@ -122,7 +127,7 @@ func TestPrepareNoActionWhenAnyRejectionIsComing(t *testing.T) {
 		existingSub(subs[2], func(s *pubsubpb.Subscription) { s.EnableExactlyOnceDelivery = true }),
 	)
 	adm.errs["get "+subs[3].String()] = status.Error(codes.Unavailable, "try again")
-	cfg := prepareConfig(t, subs, func(c *Config) { c.MaxDurationPerAckExtension = 30 * time.Second },
+	cfg := preparePlan(t, subs, func(c *Config) { c.MaxDurationPerAckExtension = 30 * time.Second },
 		SubscriptionSetup{Subscription: subs[0], Create: SubscriptionCreateOptions{Topic: setupTopic}, Start: StartLatest()},
 		SubscriptionSetup{Subscription: subs[1], Start: StartFromTimestamp(prepareNow.Add(-time.Hour))},
 	)
@@ -145,7 +150,7 @@ func TestPrepareCreatesEachWithItsOwnSettings(t *testing.T) {
 	optsA := SubscriptionCreateOptions{Topic: setupTopic, AckDeadline: time.Minute, RetainAckedMessages: true, Filter: `attributes:kind`}
 	optsB := SubscriptionCreateOptions{Topic: other, EnableMessageOrdering: true, NeverExpire: true, DeadLetterTopic: deadTopic, MaxDeliveryAttempts: 9}
 	adm := newFakeAdmin(existingSub(subs[1], nil))
-	cfg := prepareConfig(t, subs, nil,
+	cfg := preparePlan(t, subs, nil,
 		SubscriptionSetup{Subscription: subs[0], Create: optsA},
 		// Create options on an existing subscription are not applied.
 		SubscriptionSetup{Subscription: subs[1], Create: optsB},
@@ -186,7 +191,7 @@ func TestPrepareAlreadyExistsLeavesTheExistingOneAlone(t *testing.T) {
 	})
 	adm := newFakeAdmin()
 	adm.racing[sub.String()] = theirs
-	cfg := prepareConfig(t, []model.Subscription{sub}, nil,
+	cfg := preparePlan(t, []model.Subscription{sub}, nil,
 		SubscriptionSetup{Subscription: sub, Create: SubscriptionCreateOptions{Topic: setupTopic, AckDeadline: 20 * time.Second}, Start: StartLatest()})
 	counts, err := runPrepare(t, adm, cfg)
 	if err != nil {
@@ -207,7 +212,7 @@ func TestPrepareAlreadyExistsLeavesTheExistingOneAlone(t *testing.T) {
 	// nothing is sought.
 	adm = newFakeAdmin()
 	adm.racing[sub.String()] = existingSub(sub, func(s *pubsubpb.Subscription) { s.EnableExactlyOnceDelivery = true })
-	cfg.MaxDurationPerAckExtension = 30 * time.Second
+	cfg.Cfg.MaxDurationPerAckExtension = 30 * time.Second
 	counts, err = runPrepare(t, adm, cfg)
 	wantErrorContaining(t, err, sub.String(), "created by someone else", "exactly-once", "nothing was sought")
 	if adm.count("seek") != 0 || counts.rejected != 1 {
@@ -225,7 +230,7 @@ func TestPrepareSeeksEachStartPositionOnce(t *testing.T) {
 	}
 	adm := newFakeAdmin(existing...)
 	at := prepareNow.Add(-2 * time.Hour)
-	cfg := prepareConfig(t, subs, nil,
+	cfg := preparePlan(t, subs, nil,
 		SubscriptionSetup{Subscription: subs[0], Start: StartEarliestRetained()},
 		SubscriptionSetup{Subscription: subs[1], Start: StartLatest()},
 		SubscriptionSetup{Subscription: subs[2], Start: StartFromTimestamp(at)},
@@ -282,7 +287,7 @@ func TestPrepareWarnsWhenBackwardsPositionCannotReplayAcked(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			adm := newFakeAdmin(existingSub(sub, c.desc))
-			counts, err := runPrepare(t, adm, prepareConfig(t, []model.Subscription{sub}, nil, SubscriptionSetup{Subscription: sub, Start: c.pos}))
+			counts, err := runPrepare(t, adm, preparePlan(t, []model.Subscription{sub}, nil, SubscriptionSetup{Subscription: sub, Start: c.pos}))
 			if err != nil {
 				t.Fatalf("prepare: %v", err)
 			}
@@ -327,7 +332,7 @@ func TestPreparePermissionDeniedNamesThePermission(t *testing.T) {
 				adm = newFakeAdmin(existingSub(sub, nil))
 			}
 			adm.errs[c.call+" "+sub.String()] = denied
-			cfg := prepareConfig(t, []model.Subscription{sub}, nil,
+			cfg := preparePlan(t, []model.Subscription{sub}, nil,
 				SubscriptionSetup{Subscription: sub, Create: SubscriptionCreateOptions{Topic: setupTopic}, Start: c.start})
 			_, err := runPrepare(t, adm, cfg)
 			wantErrorContaining(t, err, c.wants...)
@@ -365,7 +370,7 @@ func TestPrepareCallFailuresSayWhatToDo(t *testing.T) {
 				adm = newFakeAdmin(existingSub(sub, nil))
 			}
 			adm.errs[c.call+" "+sub.String()] = c.err
-			cfg := prepareConfig(t, []model.Subscription{sub}, nil,
+			cfg := preparePlan(t, []model.Subscription{sub}, nil,
 				SubscriptionSetup{Subscription: sub, Create: SubscriptionCreateOptions{Topic: setupTopic}, Start: c.start})
 			_, err := runPrepare(t, adm, cfg)
 			wantErrorContaining(t, err, c.wants...)

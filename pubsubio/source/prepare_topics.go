@@ -83,16 +83,24 @@ const (
 // reservedLabels are the label keys the read sets itself.
 var reservedLabels = []string{LabelCreatedBy, LabelName, LabelJob, LabelRead, LabelShared}
 
-// ownedSubscriptions are the subscriptions a read creates for its topics,
-// in the order of Topics, the value of LabelRead it creates them with, and
-// whether their name was generated. The prepare and cleanup steps get them
-// as a field of their own (a DoFn's Config travels without its unexported
-// fields): the prepare step checks each one's topic and owner, and the
-// cleanup of a generated name deletes those that carry Label.
+// ownedSubscriptions are the subscriptions a read creates for its topics:
+// everything the prepare step needs to check each one's topic and owner,
+// and the cleanup of a generated name to delete those that carry Label.
+// Construction moves Topics and TopicSubscriptions of the Config into it
+// (withTopics), and it travels in the read's plan (plan.go).
 type ownedSubscriptions struct {
+	// Subscriptions and Topics are the subscriptions and their topics, in
+	// the order of Config.Topics.
 	Subscriptions []model.Subscription
-	Label         string
-	Generated     bool
+	Topics        []model.Topic
+	// Name and Shared are TopicSubscriptions'; Generated says Name was.
+	Name      string
+	Shared    bool
+	Generated bool
+	// Label is this construction's LabelRead value, and Job its LabelJob
+	// value ("" without --job_name).
+	Label string
+	Job   string
 }
 
 // generatedNamePrefix starts every generated TopicSubscriptions.Name.
@@ -112,17 +120,18 @@ func IsGeneratedName(name string) bool {
 const maxSubscriptionID = 255
 
 // withTopics returns cfg with a subscription for each of its Topics added
-// to Subscriptions and its creation to Setup, Topics cleared and the added
-// subscriptions in owned; or what is wrong with Topics and
-// TopicSubscriptions. It generates TopicSubscriptions.Name when it is
-// empty, and the read's LabelRead value: this runs once per construction,
-// and both travel to the workers inside the configuration.
-func (cfg Config) withTopics() (Config, []error) {
+// to Subscriptions and its creation to Setup, and Topics and
+// TopicSubscriptions cleared, and the added subscriptions as owned; or
+// what is wrong with Topics and TopicSubscriptions. It generates
+// TopicSubscriptions.Name when it is empty, and the read's LabelRead
+// value: this runs once per construction, and both travel to the workers
+// in the read's plan.
+func (cfg Config) withTopics() (Config, ownedSubscriptions, []error) {
 	if len(cfg.Topics) == 0 {
-		if len(cfg.owned.Subscriptions) == 0 && !cfg.TopicSubscriptions.isZero() {
-			return cfg, []error{errors.New("TopicSubscriptions is set but Topics is empty, so it would configure nothing; add the topics to read, or drop it")}
+		if !cfg.TopicSubscriptions.isZero() {
+			return cfg, ownedSubscriptions{}, []error{errors.New("TopicSubscriptions is set but Topics is empty, so it would configure nothing; add the topics to read, or drop it")}
 		}
-		return cfg, nil
+		return cfg, ownedSubscriptions{}, nil
 	}
 	o := &cfg.TopicSubscriptions
 	generated := o.Name == ""
@@ -134,18 +143,22 @@ func (cfg Config) withTopics() (Config, []error) {
 	o.Create = o.Create.withTopicDefaults(o.Name, label)
 	errs = append(errs, cfg.validateTopics()...)
 	if len(errs) > 0 {
-		return cfg, errs
+		return cfg, ownedSubscriptions{}, errs
 	}
-	cfg.owned = ownedSubscriptions{Subscriptions: cfg.topicSubscriptions(), Label: label, Generated: generated}
+	owned := ownedSubscriptions{
+		Subscriptions: cfg.topicSubscriptions(), Topics: cfg.Topics,
+		Name: o.Name, Shared: o.Shared, Generated: generated,
+		Label: label, Job: o.Create.Labels[LabelJob],
+	}
 	setup := make([]SubscriptionSetup, len(cfg.Topics))
 	for i, t := range cfg.Topics {
-		setup[i] = SubscriptionSetup{Subscription: cfg.owned.Subscriptions[i], Create: o.Create}
+		setup[i] = SubscriptionSetup{Subscription: owned.Subscriptions[i], Create: o.Create}
 		setup[i].Create.Topic = t
 	}
-	cfg.Subscriptions = slices.Concat(cfg.Subscriptions, cfg.owned.Subscriptions)
+	cfg.Subscriptions = slices.Concat(cfg.Subscriptions, owned.Subscriptions)
 	cfg.Setup = slices.Concat(cfg.Setup, setup)
-	cfg.Topics = nil
-	return cfg, nil
+	cfg.Topics, cfg.TopicSubscriptions = nil, TopicSubscriptionOptions{}
+	return cfg, owned, nil
 }
 
 // topicSubscriptions are the subscriptions of cfg.Topics, in their order.
@@ -211,18 +224,21 @@ func (cfg Config) validateTopics() []error {
 // or none (its topic was deleted: Pub/Sub then reports "_deleted-topic_").
 // It returns nil when name is not one of the read's topic subscriptions,
 // or is on the topic the read creates it for.
-func (cfg Config) wrongTopic(name string, desc *pubsubpb.Subscription) error {
-	if sub, ok := cfg.ownedNamed(name); ok {
-		want := cfg.setupFor(sub).Create.Topic
-		if desc.GetTopic() == want.String() {
-			return nil
-		}
-		return fmt.Errorf("subscription %s cannot be read: it is on topic %q, but this read names its subscription for topic %s so (TopicSubscriptions.Name %q, then the topic's ID): "+
-			"it is not a subscription of that topic, and reading it would read another topic's messages, or none if its topic was deleted; "+
-			"give the read another TopicSubscriptions.Name, or delete the subscription",
-			name, desc.GetTopic(), want, cfg.TopicSubscriptions.Name)
+func (o ownedSubscriptions) wrongTopic(name string, desc *pubsubpb.Subscription) error {
+	i := o.index(name)
+	if i < 0 || desc.GetTopic() == o.Topics[i].String() {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("subscription %s cannot be read: it is on topic %q, but this read names its subscription for topic %s so (TopicSubscriptions.Name %q, then the topic's ID): "+
+		"it is not a subscription of that topic, and reading it would read another topic's messages, or none if its topic was deleted; "+
+		"give the read another TopicSubscriptions.Name, or delete the subscription",
+		name, desc.GetTopic(), o.Topics[i], o.Name)
+}
+
+// index returns the index of the subscription named name in
+// o.Subscriptions, or -1.
+func (o ownedSubscriptions) index(name string) int {
+	return slices.IndexFunc(o.Subscriptions, func(sub model.Subscription) bool { return sub.String() == name })
 }
 
 // createdBy reports whether desc carries o's LabelRead: whether this read

@@ -59,30 +59,31 @@ var (
 // TTL, a retention within it and the labels that say who made it; the
 // user's options and labels are kept. Defaulting again changes nothing.
 func TestTopicsBecomeSubscriptionsOfTheRead(t *testing.T) {
-	cfg := testConfig(t, func(c *Config) {
+	p := testPlan(t, func(c *Config) {
 		c.Topics = []model.Topic{ordersTopic, returnsTopic}
 		c.TopicSubscriptions = TopicSubscriptionOptions{Name: "nightly", Create: SubscriptionCreateOptions{
 			AckDeadline: time.Minute,
 			Labels:      map[string]string{"team": "billing"},
 		}}
 	})
+	cfg := p.Cfg
 	wantOwned := []model.Subscription{
 		model.SubscriptionOf("pubsubio-test", "nightly-orders"),
 		model.SubscriptionOf("other-project", "nightly-returns"),
 	}
-	if diff := cmp.Diff(wantOwned, cfg.owned.Subscriptions); diff != "" {
+	if diff := cmp.Diff(wantOwned, p.Owned.Subscriptions); diff != "" {
 		t.Errorf("owned subscriptions (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(append(testSubs(1), wantOwned...), cfg.Subscriptions); diff != "" {
 		t.Errorf("Subscriptions (-want +got):\n%s", diff)
 	}
-	if len(cfg.Topics) != 0 {
-		t.Errorf("Topics = %v after defaulting, want them moved into Subscriptions", cfg.Topics)
+	if len(cfg.Topics) != 0 || !cfg.TopicSubscriptions.isZero() {
+		t.Errorf("Topics = %v, TopicSubscriptions = %+v after defaulting, want them moved into Subscriptions and the plan", cfg.Topics, cfg.TopicSubscriptions)
 	}
-	if len(cfg.owned.Label) != 10 {
-		t.Errorf("the read's label %q, want 10 random characters", cfg.owned.Label)
+	if len(p.Owned.Label) != 10 {
+		t.Errorf("the read's label %q, want 10 random characters", p.Owned.Label)
 	}
-	wantLabels := map[string]string{LabelCreatedBy: LabelCreatedByValue, LabelName: "nightly", LabelRead: cfg.owned.Label, "team": "billing"}
+	wantLabels := map[string]string{LabelCreatedBy: LabelCreatedByValue, LabelName: "nightly", LabelRead: p.Owned.Label, "team": "billing"}
 	for i, topic := range []model.Topic{ordersTopic, returnsTopic} {
 		setup := cfg.setupFor(wantOwned[i])
 		c := setup.Create
@@ -96,7 +97,7 @@ func TestTopicsBecomeSubscriptionsOfTheRead(t *testing.T) {
 			t.Errorf("%s: start position %v, want %v", wantOwned[i], setup.Start.Kind, PositionResume)
 		}
 	}
-	again, err := cfg.withDefaults()
+	again, _, err := cfg.withDefaults()
 	if err != nil || !cmp.Equal(again.Subscriptions, cfg.Subscriptions) || len(again.Setup) != len(cfg.Setup) {
 		t.Errorf("defaulting twice: %v, %v subscriptions and %d setup entries; want the same %d and %d", err, again.Subscriptions, len(again.Setup), len(cfg.Subscriptions), len(cfg.Setup))
 	}
@@ -107,22 +108,22 @@ func TestTopicsBecomeSubscriptionsOfTheRead(t *testing.T) {
 // one, they share the subscriptions' names but not the label that marks
 // what each created.
 func TestTopicSubscriptionNameGeneratedPerConstruction(t *testing.T) {
-	build := func(name string) Config {
-		return testConfig(t, func(c *Config) {
+	build := func(name string) readPlan {
+		return testPlan(t, func(c *Config) {
 			c.Subscriptions, c.Topics, c.TopicSubscriptions.Name = nil, []model.Topic{ordersTopic}, name
 		})
 	}
 	a, b := build(""), build("")
-	if a.owned.Subscriptions[0] == b.owned.Subscriptions[0] {
-		t.Errorf("two constructions both read %s; want a subscription each", a.owned.Subscriptions[0])
+	if a.Owned.Subscriptions[0] == b.Owned.Subscriptions[0] {
+		t.Errorf("two constructions both read %s; want a subscription each", a.Owned.Subscriptions[0])
 	}
-	for _, cfg := range []Config{a, b} {
-		name, sub := cfg.TopicSubscriptions.Name, cfg.owned.Subscriptions[0]
+	for _, p := range []readPlan{a, b} {
+		name, sub := p.Owned.Name, p.Owned.Subscriptions[0]
 		if !IsGeneratedName(name) || sub.ID != name+"-orders" {
 			t.Errorf("generated name %q, subscription %s; want %s and 10 characters, then -orders", name, sub, generatedNamePrefix)
 		}
-		if got := cfg.setupFor(sub).Create.Labels; got[LabelName] != name || got[LabelRead] != cfg.owned.Label {
-			t.Errorf("labels %v, want %s the generated name %q and %s the read's %q", got, LabelName, name, LabelRead, cfg.owned.Label)
+		if got := p.Cfg.setupFor(sub).Create.Labels; got[LabelName] != name || got[LabelRead] != p.Owned.Label {
+			t.Errorf("labels %v, want %s the generated name %q and %s the read's %q", got, LabelName, name, LabelRead, p.Owned.Label)
 		}
 	}
 	for _, name := range []string{"nightly", "pubsubio-", "pubsubio-abcdefghi", "pubsubio-abcdefghij1", "pubsubio-ABCDEFGHIJ", "pubsubio-abcdefghi1"} {
@@ -131,8 +132,8 @@ func TestTopicSubscriptionNameGeneratedPerConstruction(t *testing.T) {
 		}
 	}
 	c, d := build("nightly"), build("nightly")
-	if c.owned.Subscriptions[0] != d.owned.Subscriptions[0] || c.owned.Label == d.owned.Label {
-		t.Errorf("two constructions named nightly: %v and %v; want the same subscription, each with a label of its own", c.owned, d.owned)
+	if c.Owned.Subscriptions[0] != d.Owned.Subscriptions[0] || c.Owned.Label == d.Owned.Label {
+		t.Errorf("two constructions named nightly: %v and %v; want the same subscription, each with a label of its own", c.Owned, d.Owned)
 	}
 }
 
@@ -143,7 +144,7 @@ func TestTopicSubscriptionReservedLabelsRefused(t *testing.T) {
 	cfg := validConfig()
 	cfg.Topics = []model.Topic{ordersTopic}
 	cfg.TopicSubscriptions.Create.Labels = map[string]string{LabelRead: "abc", LabelCreatedBy: "me", "team": "billing"}
-	_, err := cfg.withDefaults()
+	_, _, err := cfg.withDefaults()
 	if !errors.Is(err, construct.ErrInvalidConfig) {
 		t.Fatalf("withDefaults: %v, want ErrInvalidConfig", err)
 	}
@@ -162,7 +163,7 @@ func TestTopicErrorSaidOnce(t *testing.T) {
 	cfg := validConfig()
 	cfg.Topics = []model.Topic{ordersTopic, returnsTopic}
 	cfg.TopicSubscriptions.Create.ExpirationTTL = time.Hour
-	_, err := cfg.withDefaults()
+	_, _, err := cfg.withDefaults()
 	if n := strings.Count(fmt.Sprint(err), "ExpirationTTL 1h0m0s must be from 24h0m0s"); n != 1 {
 		t.Errorf("the TTL error is said %d times, want once:\n%v", n, err)
 	}
@@ -173,10 +174,10 @@ func TestTopicErrorSaidOnce(t *testing.T) {
 // before anything is created; so is one made concurrently on another
 // topic. One on the read's topic is read, whoever made it.
 func TestOwnSubscriptionOnAnotherTopicRejected(t *testing.T) {
-	cfg := testConfig(t, func(c *Config) {
+	cfg := testPlan(t, func(c *Config) {
 		c.Subscriptions, c.Topics, c.TopicSubscriptions.Name = nil, []model.Topic{ordersTopic, returnsTopic}, "nightly"
 	})
-	own, other := cfg.owned.Subscriptions[0], cfg.owned.Subscriptions[1]
+	own, other := cfg.Owned.Subscriptions[0], cfg.Owned.Subscriptions[1]
 	onTopic := func(topic string) func(*pubsubpb.Subscription) {
 		return func(s *pubsubpb.Subscription) { s.Topic = topic }
 	}

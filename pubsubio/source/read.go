@@ -69,47 +69,45 @@ func read(s beam.Scope, cfg Config) (beam.PCollection, beam.PCollection, error) 
 	fail := func(err error) (beam.PCollection, beam.PCollection, error) {
 		return beam.PCollection{}, beam.PCollection{}, err
 	}
-	cfg, err := cfg.withDefaults()
+	p, err := newReadPlan(cfg)
 	if err != nil {
 		return fail(err)
 	}
 	if err := rejectDirectRunner(); err != nil {
 		return fail(err)
 	}
-	if cfg, err = cfg.withCommit(deploymentFlags()); err != nil {
+	if p.Cfg, err = p.Cfg.withCommit(deploymentFlags()); err != nil {
 		return fail(err)
 	}
-	for _, w := range cfg.warnings(time.Now()) {
+	for _, w := range p.Cfg.warnings(time.Now()) {
 		log.Warn(context.Background(), w)
 	}
 	s = s.Scope("pubsubio.Read")
-	if err := claimSubscriptions(s, cfg); err != nil {
+	if err := claimSubscriptions(s, p); err != nil {
 		return fail(err)
 	}
-	plan := planSplits(cfg.Subscriptions, cfg.Ordering, cfg.Splits)
-	cfg.risks = cfg.attemptRisks()
 
 	// The prepare step (describe, check, create, seek) runs once per job and
 	// emits one element per split only once it succeeded; the reshuffle
 	// spreads the splits over workers and commits them, so no split reads
 	// before the prepare step is done.
-	prepared, err := beam.TryParDo(s, &prepareFn{Cfg: cfg, Plan: plan, Owned: cfg.owned, Risks: cfg.risks}, beam.Impulse(s))
+	prepared, err := beam.TryParDo(s, &prepareFn{Plan: p}, beam.Impulse(s))
 	if err != nil {
 		return fail(fmt.Errorf("pubsubio.Read: %w", err))
 	}
 	elems := beam.Reshuffle(s, prepared[0])
 
-	rfn := readFn{ReadID: newProcessID(), SplitCount: len(plan), Cfg: cfg}
+	rfn := readFn{ReadID: newProcessID(), SplitCount: len(p.Splits), Cfg: p.Cfg}
 	var fn any = &rfn
-	if useFinalization(cfg.Finalization, sdkVersion) {
+	if useFinalization(p.Cfg.Finalization, sdkVersion) {
 		fn = &finalizingReadFn{readFn: rfn}
 	}
 	out, err := beam.TryParDo(s, fn, elems)
 	if err != nil {
 		return fail(fmt.Errorf("pubsubio.Read: %w", err))
 	}
-	if cfg.owned.Generated {
-		deleteWhenDone(s, cfg, out[0])
+	if p.Owned.Generated {
+		deleteWhenDone(s, p, out[0])
 	}
 	return out[0], out[1], nil
 }

@@ -1,0 +1,36 @@
+package source
+
+// readPlan is what construction decides for one read beyond its Config:
+// the splits, the subscriptions it creates for its topics, and how it may
+// spend delivery attempts on messages that did not fail. It is made once,
+// at graph construction (newReadPlan), and travels to the workers in the
+// prepare step and the cleanup, as exported fields since a DoFn travels
+// as JSON.
+type readPlan struct {
+	// Cfg is the read's configuration with every default set, Topics
+	// moved into Subscriptions and Setup (withDefaults).
+	Cfg Config
+	// Splits are the elements of the read, one per split (splitplan.go).
+	Splits []Split
+	// Owned are the subscriptions the read creates for its topics
+	// (prepare_topics.go).
+	Owned ownedSubscriptions
+	// Risks are how the read may spend delivery attempts on messages that
+	// did not fail, for the prepare step's warnings (attempts.go).
+	Risks attemptRisks
+}
+
+// newReadPlan returns the plan of a read of cfg, or what is wrong with cfg,
+// naming the option and the value.
+func newReadPlan(cfg Config) (readPlan, error) {
+	cfg, owned, err := cfg.withDefaults()
+	if err != nil {
+		return readPlan{}, err
+	}
+	return readPlan{
+		Cfg:    cfg,
+		Splits: planSplits(cfg.Subscriptions, cfg.Ordering, cfg.Splits),
+		Owned:  owned,
+		Risks:  cfg.attemptRisks(),
+	}, nil
+}
