@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -86,7 +85,7 @@ func runBacklogRead(t *testing.T, e *emulator.Emulator, mon *monitoring.Server, 
 		IdleTimeout:   10 * time.Second,
 		Connection:    pubsubio.Connection{EmulatorEndpoint: e.Endpoint, MonitoringEndpoint: mon.Addr},
 	}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := runContext(3 * time.Minute)
 	defer cancel()
 	res, err := beamx.RunWithMetrics(ctx, p)
 	if err != nil {

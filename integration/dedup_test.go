@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
@@ -37,18 +35,6 @@ func inputAndMessageID(m pubsubio.Message) string { return inputIDOf(m) + "/" + 
 // output, from an at-least-once pipeline. At least atLeast input IDs must
 // have copies (the test republishes that many: Topology.RepublishOutputs),
 // or the check proves nothing. It logs how many copies there were.
-// withoutPrismSplits turns off Prism's splitting of stalled bundles until
-// the function it returns is called. In Beam 2.77 such a split of a
-// stateful stage lets a new bundle take a key that the stalled bundle
-// still holds, with state that misses that bundle's writes, and
-// Deduplicate passes one copy more (TestDeduplicateInAStalledBundle in
-// pubsubio/dedup; docs/deduplication.md).
-func withoutPrismSplits() (restore func()) {
-	was := *jobopts.Experiments
-	*jobopts.Experiments = "prism_disable_sdf_split"
-	return func() { *jobopts.Experiments = was }
-}
-
 func verifyDeduplicated(t *testing.T, e *emulator.Emulator, kept pubsubio.Subscription, ids []string, atLeast int) {
 	t.Helper()
 	p, s := beam.NewPipelineWithRoot()
@@ -65,9 +51,8 @@ func verifyDeduplicated(t *testing.T, e *emulator.Emulator, kept pubsubio.Subscr
 	// copy's publish time plus the horizon while the read runs.
 	once := pubsubio.Deduplicate(s, pubsubio.DedupConfig{IDAttribute: crash.InputIDAttribute, TimeDomain: pubsubio.DedupEventTime, Horizon: time.Hour}, msgs)
 	collect.Into(s, deduped, beam.ParDo(s, inputIDOf, once))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := runContext(5 * time.Minute)
 	defer cancel()
-	defer withoutPrismSplits()()
 	if err := beamx.Run(ctx, p); err != nil {
 		t.Fatalf("the deduplicating read failed: %v", err)
 	}

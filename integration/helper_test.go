@@ -183,7 +183,7 @@ type pipelineRun struct {
 
 // runInBackground runs p with metrics, bounded by timeout.
 func runInBackground(p *beam.Pipeline, timeout time.Duration) *pipelineRun {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := runContext(timeout)
 	r := &pipelineRun{done: make(chan struct{}), cancel: cancel, start: time.Now(), before: runningJobs()}
 	go func() {
 		defer close(r.done)
@@ -192,6 +192,17 @@ func runInBackground(p *beam.Pipeline, timeout time.Duration) *pipelineRun {
 		r.took = time.Since(r.start)
 	}()
 	return r
+}
+
+// runContext is a context for beamx.Run on the in-process Prism that is
+// cancelled after limit. Not a deadline: the LOOPBACK worker's control
+// stream inherits the context, and Prism 2.77 panics, ending the whole
+// test binary, when that stream fails with DeadlineExceeded
+// (worker.go:316); a cancelled one fails only the job.
+func runContext(limit time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	stop := time.AfterFunc(limit, cancel)
+	return ctx, func() { stop.Stop(); cancel() }
 }
 
 // runningJobs returns the IDs of the jobs running on this process's Prism

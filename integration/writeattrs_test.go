@@ -85,9 +85,8 @@ func TestWriteAttributesRoundTrip(t *testing.T) {
 	collect.Into(s, ids, beam.ParDo(s, elementIDOf, msgs))
 	deduped := pubsubio.Deduplicate(s, pubsubio.DedupConfig{IDAttribute: "element_id", TimeDomain: pubsubio.DedupEventTime}, msgs)
 	collect.Into(s, once, beam.ParDo(s, payloadAtEventTime, deduped))
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := runContext(3 * time.Minute)
 	defer cancel()
-	defer withoutPrismSplits()()
 	if err := beamx.Run(ctx, p); err != nil {
 		t.Fatalf("read failed: %v", err)
 	}
