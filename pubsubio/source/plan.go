@@ -4,8 +4,8 @@ package source
 // the splits, the subscriptions it creates for its topics, and how it may
 // spend delivery attempts on messages that did not fail. It is made once,
 // at graph construction (newReadPlan), and travels to the workers in the
-// prepare step and the cleanup, as exported fields since a DoFn travels
-// as JSON.
+// prepare step's DoFn (the cleanup takes only Owned), as exported fields
+// since a DoFn travels as JSON.
 type readPlan struct {
 	// Cfg is the read's configuration with every default set, Topics
 	// moved into Subscriptions and Setup (withDefaults).
