@@ -74,7 +74,12 @@ func (p *Proxy) forward(_ any, ss grpc.ServerStream) error {
 	}
 	ctx, cancel := context.WithCancel(ss.Context())
 	defer cancel()
-	cs, err := p.conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method, grpc.ForceCodec(rawCodec{}))
+	// A client that dialled the target itself would connect afresh; so the
+	// relay waits for its connection (bounded by the caller's context)
+	// instead of failing fast with the error of a reconnect attempt made
+	// while the target was down, as after a job server restart.
+	cs, err := p.conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method,
+		grpc.ForceCodec(rawCodec{}), grpc.WaitForReady(true))
 	if err != nil {
 		return err
 	}
