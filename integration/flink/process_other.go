@@ -23,8 +23,8 @@ var errNoUnix = fmt.Errorf("%w: starting Flink processes needs a Unix system", E
 func startProcess(string, string, []string, string, string, []string) (*process, error) {
 	return nil, errNoUnix
 }
-func (p *process) running() bool      { return false }
-func (p *process) kill() error        { return nil }
-func (p *process) output(int) string  { return "" }
-func readTail(string, int) string     { return "" }
-func lockFile(string) (func(), error) { return nil, errors.New("flink: no file locks") }
+func (p *process) running() bool         { return false }
+func (p *process) kill() error           { return nil }
+func (p *process) output(int) string     { return "" }
+func readTail(string, int64, int) string { return "" }
+func lockFile(string) (func(), error)    { return nil, errors.New("flink: no file locks") }

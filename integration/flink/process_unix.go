@@ -23,6 +23,7 @@ type process struct {
 	name    string
 	pid     int // also the process group id
 	logPath string
+	logFrom int64 // where this process's output starts in logPath
 	started time.Time
 	exited  chan struct{}
 	waitErr error // valid once exited is closed
@@ -37,13 +38,17 @@ func startProcess(name, bin string, args []string, dir, logPath string, env []st
 	}
 	defer logf.Close() // the child holds its own descriptor
 	fmt.Fprintf(logf, "=== %s: %s %s\n", time.Now().Format(time.RFC3339Nano), bin, strings.Join(args, " "))
+	from, err := logf.Seek(0, io.SeekEnd)
+	if err != nil {
+		return nil, fmt.Errorf("flink: %s log: %w", name, err)
+	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	setPdeathsig(cmd.SysProcAttr)
-	p := &process{name: name, logPath: logPath, exited: make(chan struct{})}
+	p := &process{name: name, logPath: logPath, logFrom: from, exited: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
 		// Pdeathsig is tied to the starting OS thread: keep this goroutine
@@ -104,20 +109,27 @@ func (p *process) kill() error {
 	}
 }
 
-// output returns the last max bytes of the process's log.
-func (p *process) output(max int) string { return readTail(p.logPath, max) }
+// output returns the last max bytes this process wrote to its log, which
+// may hold the output of an earlier process of the same name (a job server
+// started again, a launch retried).
+func (p *process) output(max int) string { return readTail(p.logPath, p.logFrom, max) }
 
-func readTail(path string, max int) string {
+// readTail returns the last max bytes of the file at path, from offset
+// from on.
+func readTail(path string, from int64, max int) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Sprintf("(log unavailable: %v)\n", err)
 	}
 	defer f.Close()
 	prefix := ""
-	if fi, err := f.Stat(); err == nil && fi.Size() > int64(max) {
-		if _, err := f.Seek(-int64(max), io.SeekEnd); err == nil {
-			prefix = fmt.Sprintf("(... first %d bytes omitted ...)\n", fi.Size()-int64(max))
-		}
+	start := from
+	if fi, err := f.Stat(); err == nil && fi.Size()-from > int64(max) {
+		start = fi.Size() - int64(max)
+		prefix = fmt.Sprintf("(... first %d bytes omitted ...)\n", start)
+	}
+	if _, err := f.Seek(start, io.SeekStart); err != nil {
+		return fmt.Sprintf("(reading log: %v)\n", err)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, int64(max)))
 	if err != nil {
