@@ -7,6 +7,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/pubsubio/beam-pubsubio/integration/localport"
 )
 
 // errPortTaken marks a start that failed because another process grabbed the
@@ -14,7 +16,7 @@ import (
 var errPortTaken = errors.New("port already in use")
 
 // Start launches a new emulator process from the gcloud emulator binary on a
-// free loopback port and waits (bounded by ctx, or 60 s if ctx has no
+// free loopback port that Restart can bind again (localport.Reserve) and waits (bounded by ctx, or 60 s if ctx has no
 // deadline) until it answers ListTopics. It ignores PUBSUB_IT_EMULATOR and
 // Docker: it is for callers that need an emulator of their own, e.g. to kill
 // and Restart it. The caller must Stop it. A missing binary yields an error
@@ -28,11 +30,11 @@ func Start(ctx context.Context) (*Emulator, error) {
 	defer cancel()
 	var lastErr error
 	for attempt := 1; attempt <= 3; attempt++ {
-		port, err := freePort()
+		ports, err := localport.Reserve(1)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("emulator: %w", err)
 		}
-		endpoint := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		endpoint := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 		p, err := startProcess(ctx, bin, endpoint)
 		if err == nil {
 			return &Emulator{Endpoint: endpoint, Project: Project, Kind: KindProcess, proc: p, bin: bin}, nil
@@ -43,17 +45,6 @@ func Start(ctx context.Context) (*Emulator, error) {
 		}
 	}
 	return nil, fmt.Errorf("emulator: start %s: %w", bin, lastErr)
-}
-
-// freePort asks the kernel for an unused loopback port. The port is released
-// before the emulator binds it, so a race is possible; Start retries then.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("emulator: find a free loopback port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func portTaken(output string) bool {

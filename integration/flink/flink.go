@@ -17,6 +17,8 @@ import (
 	jobpb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/jobmanagement_v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/pubsubio/beam-pubsubio/integration/localport"
 )
 
 // The Java entry points, all on the one classpath.
@@ -134,6 +136,9 @@ func Start(t testing.TB, opts Options) *Flink {
 		t.Fatalf("%v", err)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("flink: the job server's log, its tail:\n%s", f.Log("jobserver", 8<<10))
+		}
 		if err := f.Stop(); err != nil {
 			t.Errorf("flink: stop: %v", err)
 		}
@@ -232,27 +237,16 @@ func launch(ctx context.Context, dir string, opts Options, java, cp string) (*Fl
 	return f, nil
 }
 
-// freePorts reserves distinct loopback ports by holding listeners on them
-// all at once, then releases them for the JVMs to bind.
+// freePorts reserves distinct loopback ports that StartJobServer can bind
+// again after KillJobServer (localport.Reserve).
 func freePorts(session bool) (ports, error) {
 	n := 4
 	if session {
 		n = 5
 	}
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var got []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return ports{}, fmt.Errorf("flink: find a free loopback port: %w", err)
-		}
-		ls = append(ls, l)
-		got = append(got, l.Addr().(*net.TCPAddr).Port)
+	got, err := localport.Reserve(n)
+	if err != nil {
+		return ports{}, fmt.Errorf("flink: %w", err)
 	}
 	p := ports{job: got[0], artifact: got[1], expansion: got[2], rest: got[3]}
 	if session {
@@ -482,7 +476,7 @@ func (f *Flink) taskManagerTails(max int) string {
 
 // Log returns the tail (at most max bytes) of a process's log: "jobserver",
 // "jobmanager" or "taskmanager-N".
-func (f *Flink) Log(name string, max int) string { return readTail(f.logPath(name), max) }
+func (f *Flink) Log(name string, max int) string { return readTail(f.logPath(name), 0, max) }
 
 // LogPath returns the path of a process's log (see Log).
 func (f *Flink) LogPath(name string) string { return f.logPath(name) }
