@@ -20,6 +20,7 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -34,25 +35,28 @@ type Proxy struct {
 	// Addr is the proxy's host:port.
 	Addr string
 
-	hook Hook
-	srv  *grpc.Server
-	conn *grpc.ClientConn
-	stop sync.Once
+	target string
+	hook   Hook
+	srv    *grpc.Server
+	stop   sync.Once
+
+	mu   sync.Mutex
+	conn *grpc.ClientConn // replaced by connection once in backoff
 }
 
 // Start serves a proxy of target (host:port, plaintext) on a free loopback
 // port.
 func Start(target string, hook Hook) (*Proxy, error) {
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := dial(target)
 	if err != nil {
-		return nil, fmt.Errorf("grpcproxy: dial %s: %w", target, err)
+		return nil, err
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("grpcproxy: %w", err)
 	}
-	p := &Proxy{Addr: lis.Addr().String(), hook: hook, conn: conn}
+	p := &Proxy{Addr: lis.Addr().String(), target: target, hook: hook, conn: conn}
 	p.srv = grpc.NewServer(grpc.ForceServerCodec(rawCodec{}), grpc.UnknownServiceHandler(p.forward))
 	go p.srv.Serve(lis)
 	return p, nil
@@ -62,8 +66,39 @@ func Start(target string, hook Hook) (*Proxy, error) {
 func (p *Proxy) Stop() {
 	p.stop.Do(func() {
 		p.srv.Stop()
+		p.mu.Lock()
 		p.conn.Close()
+		p.mu.Unlock()
 	})
+}
+
+// connection returns the connection for a new call, as a client dialling
+// the target now would have it. After the target went away, gRPC holds a
+// connection in backoff and fails every call at once with the error of its
+// last attempt, though the target may be back (a restarted job server): a
+// connection in that state is replaced by a fresh one, which reaches a
+// target that is back and fails fast on one still down.
+func (p *Proxy) connection() (*grpc.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conn.GetState() != connectivity.TransientFailure {
+		return p.conn, nil
+	}
+	conn, err := dial(p.target)
+	if err != nil {
+		return nil, err
+	}
+	p.conn.Close()
+	p.conn = conn
+	return conn, nil
+}
+
+func dial(target string) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("grpcproxy: dial %s: %w", target, err)
+	}
+	return conn, nil
 }
 
 // forward relays one call, of any kind, to the target.
@@ -74,12 +109,11 @@ func (p *Proxy) forward(_ any, ss grpc.ServerStream) error {
 	}
 	ctx, cancel := context.WithCancel(ss.Context())
 	defer cancel()
-	// A client that dialled the target itself would connect afresh; so the
-	// relay waits for its connection (bounded by the caller's context)
-	// instead of failing fast with the error of a reconnect attempt made
-	// while the target was down, as after a job server restart.
-	cs, err := p.conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method,
-		grpc.ForceCodec(rawCodec{}), grpc.WaitForReady(true))
+	conn, err := p.connection()
+	if err != nil {
+		return err
+	}
+	cs, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method, grpc.ForceCodec(rawCodec{}))
 	if err != nil {
 		return err
 	}
