@@ -57,21 +57,7 @@ func TestExportedAPI(t *testing.T) {
 // functions, types, their methods and their exported struct fields.
 func exportedNames(t *testing.T, dir string) []string {
 	t.Helper()
-	fset := token.NewFileSet()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var files []*ast.File
-	for _, e := range entries {
-		if name := e.Name(); strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go") {
-			f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ParseComments)
-			if err != nil {
-				t.Fatal(err)
-			}
-			files = append(files, f)
-		}
-	}
+	fset, files := parseLibrary(t, dir)
 	pkg, err := doc.NewFromFiles(fset, files, "github.com/pubsubio/beam-pubsubio/pubsubio/"+dir)
 	if err != nil {
 		t.Fatal(err)
@@ -119,4 +105,117 @@ func exportedNames(t *testing.T, dir string) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// parseLibrary parses the non-test Go files in dir, with their comments.
+func parseLibrary(t *testing.T, dir string) (*token.FileSet, []*ast.File) {
+	t.Helper()
+	fset := token.NewFileSet()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []*ast.File
+	for _, e := range entries {
+		if name := e.Name(); strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go") {
+			f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, f)
+		}
+	}
+	return fset, files
+}
+
+// qualifiers are the words the facade may add, before or after, to the
+// name of a leaf package's identifier where that name alone would be
+// ambiguous in the facade's one namespace: source.Config is ReadConfig
+// beside sink.Config, WriteConfig.
+var qualifiers = map[string][]string{
+	"source": {"Read"},
+	"sink":   {"Write"},
+	"dlq":    {"DeadLetter", "DeadLetters"},
+	"dedup":  {"Dedup"},
+	"record": {"Record"},
+}
+
+// namedForPackage are facade names that are their leaf package's name:
+// connection.Settings is the package's one concept, and ReadConfig's and
+// WriteConfig's field that holds it reads best as Connection.
+var namedForPackage = map[string]string{"Connection": "connection.Settings"}
+
+// TestFacadeSpellsItsLeaves: every facade name that stands for one name of
+// a public leaf package (an alias, a constant, a wrapper whose body is one
+// call) is spelled as the leaf spells it, or with the leaf's qualifier
+// added: one concept, one name.
+func TestFacadeSpellsItsLeaves(t *testing.T) {
+	fset, files := parseLibrary(t, ".")
+	checked := 0
+	check := func(pos token.Pos, name string, target ast.Expr) {
+		sel, ok := target.(*ast.SelectorExpr)
+		if !ok {
+			return
+		}
+		pkg, ok := sel.X.(*ast.Ident)
+		if !ok || !slices.Contains(publicPackages, pkg.Name) {
+			return
+		}
+		checked++
+		leaf := sel.Sel.Name
+		if name == leaf || namedForPackage[name] == pkg.Name+"."+leaf {
+			return
+		}
+		for _, q := range qualifiers[pkg.Name] {
+			if name == q+leaf || name == leaf+q {
+				return
+			}
+		}
+		t.Errorf("%s: pubsubio.%s stands for %s.%s: spell it %s, or %s with a qualifier of %s (%v)",
+			fset.Position(pos), name, pkg.Name, leaf, leaf, leaf, pkg.Name, qualifiers[pkg.Name])
+	}
+	for _, f := range files {
+		for _, decl := range f.Decls {
+			switch d := decl.(type) {
+			case *ast.GenDecl:
+				for _, spec := range d.Specs {
+					switch sp := spec.(type) {
+					case *ast.TypeSpec:
+						check(sp.Pos(), sp.Name.Name, sp.Type)
+					case *ast.ValueSpec:
+						if len(sp.Names) == 1 && len(sp.Values) == 1 {
+							check(sp.Pos(), sp.Names[0].Name, sp.Values[0])
+						}
+					}
+				}
+			case *ast.FuncDecl:
+				if call := oneCall(d); call != nil && d.Recv == nil {
+					check(d.Pos(), d.Name.Name, call.Fun)
+				}
+			}
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("checked %d facade names; the facade has more: is the parse right?", checked)
+	}
+	t.Logf("checked %d facade names against the leaves they stand for", checked)
+}
+
+// oneCall returns the call that is the whole body of fn (a statement or a
+// return), or nil.
+func oneCall(fn *ast.FuncDecl) *ast.CallExpr {
+	if fn.Body == nil || len(fn.Body.List) != 1 {
+		return nil
+	}
+	var expr ast.Expr
+	switch st := fn.Body.List[0].(type) {
+	case *ast.ExprStmt:
+		expr = st.X
+	case *ast.ReturnStmt:
+		if len(st.Results) == 1 {
+			expr = st.Results[0]
+		}
+	}
+	call, _ := expr.(*ast.CallExpr)
+	return call
 }

@@ -13,7 +13,7 @@ type (
 	// with where it failed and why.
 	FailedMessage = dlq.FailedMessage
 	// FailureStage says at which step a message failed.
-	FailureStage = dlq.Stage
+	FailureStage = dlq.FailureStage
 	// DeadLetterConfig configures WriteDeadLetters: every option, its
 	// default and why.
 	DeadLetterConfig = dlq.Config

@@ -31,8 +31,12 @@
 // Deduplicate removes what was seen before, keyed by Message.ID or by the
 // ID attribute WriteConfig.IDAttribute sets.
 //
-// Most programs import only this package. Package dlq holds the envelope a
-// dead letter travels in on its topic, and Decode for its consumers.
-// Package pubsubio/io/pubsubio has the API of Beam's io/pubsubio on top of
-// this one, for pipelines written for Beam's.
+// Most programs import only this package. Its names stand for those of
+// the packages below it (source, sink, dlq, dedup, record, typed, model),
+// spelled the same or with the package's concept added where one
+// namespace needs it: ReadConfig is source.Config, DedupConfig is
+// dedup.Config. Package dlq holds the envelope a dead letter travels in
+// on its topic, and Decode for its consumers. Package pubsubio/io/pubsubio
+// has the API of Beam's io/pubsubio on top of this one, for pipelines
+// written for Beam's.
 package pubsubio

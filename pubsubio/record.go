@@ -42,11 +42,11 @@ const (
 // to WriteDeadLetters to publish it to a dead-letter topic. An invalid
 // configuration panics at graph construction; TryRecords returns it.
 func Records(s beam.Scope, cfg RecordConfig, msgs beam.PCollection) (records, deadLetters beam.PCollection) {
-	return record.FromMessages(s, cfg, msgs)
+	return record.Records(s, cfg, msgs)
 }
 
 // TryRecords is Records returning the construction error instead of
 // panicking.
 func TryRecords(s beam.Scope, cfg RecordConfig, msgs beam.PCollection) (records, deadLetters beam.PCollection, err error) {
-	return record.TryFromMessages(s, cfg, msgs)
+	return record.TryRecords(s, cfg, msgs)
 }

@@ -60,12 +60,12 @@ func TryWrite(s beam.Scope, cfg WriteConfig, msgs beam.PCollection) (beam.PColle
 // MessagesFromBytes turns a PCollection<[]byte> into a PCollection<Message>,
 // each element the payload of a message for the default topic.
 func MessagesFromBytes(s beam.Scope, col beam.PCollection) beam.PCollection {
-	return sink.FromBytes(s, col)
+	return sink.MessagesFromBytes(s, col)
 }
 
 // MessagesFromStrings turns a PCollection<string> into a
 // PCollection<Message>, each element the payload of a message for the
 // default topic.
 func MessagesFromStrings(s beam.Scope, col beam.PCollection) beam.PCollection {
-	return sink.FromStrings(s, col)
+	return sink.MessagesFromStrings(s, col)
 }

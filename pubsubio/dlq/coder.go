@@ -39,7 +39,7 @@ func decodeFailed(b []byte) (FailedMessage, error) {
 	f.Subscription.ID = r.String()
 	f.Topic.Project = r.String()
 	f.Topic.ID = r.String()
-	f.Stage = Stage(r.String())
+	f.Stage = FailureStage(r.String())
 	f.Code = r.String()
 	f.Error = r.String()
 	f.Time = r.Time()

@@ -197,7 +197,7 @@ var knownStages = fmt.Sprintf("%q, %q, %q or %q", StageDecode, StageLate, StageV
 // setStage sets one of the stages pubsubio writes; another, which only a
 // FailedMessage built by hand has, is left out, and Decode reads its
 // absence only with that listed.
-func (e *envelope) setStage(s Stage) {
+func (e *envelope) setStage(s FailureStage) {
 	if !s.known() {
 		e.omit("%s %q: not one of %s", AttrStage, text.Truncate(string(s), maxQuotedKey), knownStages)
 		return
@@ -278,7 +278,7 @@ func Decode(m model.Message) (FailedMessage, error) {
 	var errs []error
 	bad := func(key string, err error) { errs = append(errs, fmt.Errorf("%s %q: %w", key, a[key], err)) }
 	f := FailedMessage{
-		Stage: Stage(a[AttrStage]),
+		Stage: FailureStage(a[AttrStage]),
 		Code:  a[AttrCode],
 		Error: a[AttrError],
 		Message: model.Message{
@@ -323,7 +323,7 @@ func Decode(m model.Message) (FailedMessage, error) {
 		}
 	}
 	switch v, ok := a[AttrStage]; {
-	case ok && !Stage(v).known():
+	case ok && !FailureStage(v).known():
 		bad(AttrStage, fmt.Errorf("not one of %s", knownStages))
 	case !ok && !omits(a[AttrOmitted], AttrStage):
 		errs = append(errs, fmt.Errorf("%s is missing, and %s does not say it was left out", AttrStage, AttrOmitted))

@@ -99,7 +99,7 @@ func FuzzEncodeDecode(f *testing.F) {
 				ID: id, Data: data, Attributes: fuzzAttributes(attrLines), OrderingKey: orderingKey,
 				DeliveryAttempt: deliveryAttempt, PublishTime: time.Unix(sec, nsec),
 			},
-			Stage: Stage(stage), Code: code, Error: errText, Attempts: attempts,
+			Stage: FailureStage(stage), Code: code, Error: errText, Attempts: attempts,
 			Time: time.Unix(nsec, sec),
 		}
 		if project != "" {

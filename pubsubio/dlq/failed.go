@@ -10,11 +10,11 @@ import (
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
-// Stage says at which step a message failed.
-type Stage string
+// FailureStage says at which step a message failed.
+type FailureStage string
 
 // known reports whether s is one of the stages pubsubio writes.
-func (s Stage) known() bool {
+func (s FailureStage) known() bool {
 	return s == StageDecode || s == StageLate || s == StageValidate || s == StagePublish
 }
 
@@ -23,19 +23,19 @@ const (
 	// pipeline value: by the source (e.g. a malformed timestamp attribute)
 	// or by the record view (a payload that does not hold the chosen
 	// format).
-	StageDecode Stage = "decode"
+	StageDecode FailureStage = "decode"
 	// StageLate: the source received the message behind the watermark it
 	// had already reported, so a window downstream may have fired without
 	// it (source.LateDeadLetter); Error gives its event time and the
 	// watermark.
-	StageLate Stage = "late"
+	StageLate FailureStage = "late"
 	// StageValidate: the sink found, before sending, that the message breaks
 	// one of Pub/Sub's limits (size, attributes, ordering key, empty
 	// message), so Pub/Sub would have rejected it.
-	StageValidate Stage = "validate"
+	StageValidate FailureStage = "validate"
 	// StagePublish: Pub/Sub rejected the message when it was published
 	// alone (a confirmed single-message rejection).
-	StagePublish Stage = "publish"
+	StagePublish FailureStage = "publish"
 )
 
 // MaxErrorBytes bounds FailedMessage.Error. A status message from a service
@@ -60,7 +60,7 @@ type FailedMessage struct {
 	Topic model.Topic
 	// Stage is the step that failed. Encode writes only the stages above;
 	// it lists any other in dlq.omitted.
-	Stage Stage
+	Stage FailureStage
 	// Code is the canonical gRPC status code name ("INVALID_ARGUMENT"),
 	// "INVALID_ARGUMENT" for a limit the sink checked before sending, and
 	// empty for a failure that has no status (a decode failure).
@@ -99,7 +99,7 @@ func (f FailedMessage) Original() model.Message {
 // New returns the FailedMessage for msg failing at stage with err. Code is
 // taken from err's gRPC status, if it carries one; the caller sets
 // Subscription or Topic.
-func New(stage Stage, msg model.Message, err error, attempts int, at time.Time) FailedMessage {
+func New(stage FailureStage, msg model.Message, err error, attempts int, at time.Time) FailedMessage {
 	f := FailedMessage{Message: msg, Stage: stage, Time: at, Attempts: attempts}
 	if err != nil {
 		if c, ok := grpccode.Of(err); ok {

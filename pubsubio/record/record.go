@@ -20,7 +20,7 @@
 // one line of plain JSON: ready for text files or a JSON column.
 //
 // A payload that does not hold the format (invalid JSON or UTF-8) does not
-// become a record and is never dropped silently: FromMessages returns it as
+// become a record and is never dropped silently: Records returns it as
 // a dead letter (dlq.FailedMessage, stage dlq.StageDecode, no gRPC code, the
 // error saying what is wrong and where), which dlq.Write can publish to a
 // dead-letter topic. FormatBytes accepts every payload.

@@ -31,24 +31,24 @@ var messageType = reflect.TypeOf(model.Message{})
 // decodeFailures counts payloads that did not hold the format.
 var decodeFailures = beam.NewCounter(metrics.Namespace, "record_decode_failures")
 
-// FromMessages turns msgs, a PCollection<model.Message>, into records, a
+// Records turns msgs, a PCollection<model.Message>, into records, a
 // PCollection<string> of one JSON object each, and returns with them the
 // dead letters, a PCollection<dlq.FailedMessage> of the messages whose
 // payload does not hold cfg.Format (stage dlq.StageDecode; counted in
 // record_decode_failures). Pass the dead letters to dlq.Write, or anywhere:
 // they are the only trace of those messages. It panics on an invalid
-// configuration; TryFromMessages returns the error.
-func FromMessages(s beam.Scope, cfg Config, msgs beam.PCollection) (records, deadLetters beam.PCollection) {
-	records, deadLetters, err := TryFromMessages(s, cfg, msgs)
+// configuration; TryRecords returns the error.
+func Records(s beam.Scope, cfg Config, msgs beam.PCollection) (records, deadLetters beam.PCollection) {
+	records, deadLetters, err := TryRecords(s, cfg, msgs)
 	if err != nil {
 		panic(err)
 	}
 	return records, deadLetters
 }
 
-// TryFromMessages is FromMessages returning the construction error instead
-// of panicking.
-func TryFromMessages(s beam.Scope, cfg Config, msgs beam.PCollection) (records, deadLetters beam.PCollection, err error) {
+// TryRecords is Records returning the construction error instead of
+// panicking.
+func TryRecords(s beam.Scope, cfg Config, msgs beam.PCollection) (records, deadLetters beam.PCollection, err error) {
 	cfg, err = cfg.withDefaults()
 	if err != nil {
 		return beam.PCollection{}, beam.PCollection{}, err
@@ -63,7 +63,7 @@ func TryFromMessages(s beam.Scope, cfg Config, msgs beam.PCollection) (records, 
 	return out[0], out[1], nil
 }
 
-// recordFn is FromMessages' DoFn; Cfg is what Beam serializes.
+// recordFn is Records' DoFn; Cfg is what Beam serializes.
 type recordFn struct {
 	Cfg Config
 

@@ -34,13 +34,13 @@ func describeDeadLetter(f dlq.FailedMessage) string {
 // On Prism, in one bundle: good payloads become records, and a payload that
 // is not JSON, after others succeeded, becomes a dead letter naming the
 // message and why.
-func TestFromMessagesOnPrism(t *testing.T) {
+func TestRecordsOnPrism(t *testing.T) {
 	msgs := []model.Message{message(`{"n":1}`), message(`{"n":2}`), message(`{"n":`), message(`[3]`), message("not json")}
 	for i := range msgs {
 		msgs[i].ID = string(rune('a' + i))
 	}
 	p, s := beam.NewPipelineWithRoot()
-	records, dead := FromMessages(s, Config{}, beam.CreateList(s, msgs))
+	records, dead := Records(s, Config{}, beam.CreateList(s, msgs))
 	const rest = `,"__attributes":{"a<b":"x&y","type":"order"},"message_id":"%s","ordering_key":"order-42","publish_time_millis":1716700000123}`
 	passert.Equals(s, records,
 		`{"data":{"n":1}`+strings.Replace(rest, "%s", "a", 1),
@@ -52,19 +52,19 @@ func TestFromMessagesOnPrism(t *testing.T) {
 	}
 }
 
-func TestTryFromMessagesRejectsAtConstruction(t *testing.T) {
+func TestTryRecordsRejectsAtConstruction(t *testing.T) {
 	_, s := beam.NewPipelineWithRoot()
 	msgs := beam.Create(s, message("1"))
-	if _, _, err := TryFromMessages(s, Config{Format: "AVRO"}, msgs); err == nil || !strings.Contains(err.Error(), `"AVRO"`) {
+	if _, _, err := TryRecords(s, Config{Format: "AVRO"}, msgs); err == nil || !strings.Contains(err.Error(), `"AVRO"`) {
 		t.Errorf("unknown format: %v", err)
 	}
-	if _, _, err := TryFromMessages(s, Config{}, beam.Create(s, "x")); err == nil || !strings.Contains(err.Error(), "PCollection<string>") {
+	if _, _, err := TryRecords(s, Config{}, beam.Create(s, "x")); err == nil || !strings.Contains(err.Error(), "PCollection<string>") {
 		t.Errorf("wrong input: %v", err)
 	}
 	defer func() {
 		if r := recover(); r == nil || !strings.Contains(r.(error).Error(), "AttributesKey") {
-			t.Errorf("FromMessages with a bad key: recovered %v", r)
+			t.Errorf("Records with a bad key: recovered %v", r)
 		}
 	}()
-	FromMessages(s, Config{AttributesKey: "message_id"}, msgs)
+	Records(s, Config{AttributesKey: "message_id"}, msgs)
 }

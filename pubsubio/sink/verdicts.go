@@ -129,7 +129,7 @@ type routed struct {
 	topic     model.Topic
 	msg       model.Message
 	eventTime time.Time
-	stage     dlq.Stage
+	stage     dlq.FailureStage
 	attempts  int
 }
 

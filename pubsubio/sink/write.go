@@ -79,14 +79,16 @@ func forwardDeadLetter(m dlq.FailedMessage, emit func(dlq.FailedMessage)) { emit
 func bytesToMessage(b []byte) model.Message  { return model.Message{Data: b} }
 func stringToMessage(s string) model.Message { return model.Message{Data: []byte(s)} }
 
-// FromBytes turns a PCollection<[]byte> into a PCollection<model.Message>
-// with each element as the payload, for the default topic.
-func FromBytes(s beam.Scope, col beam.PCollection) beam.PCollection {
+// MessagesFromBytes turns a PCollection<[]byte> into a
+// PCollection<model.Message> with each element as the payload, for the
+// default topic.
+func MessagesFromBytes(s beam.Scope, col beam.PCollection) beam.PCollection {
 	return beam.ParDo(s.Scope("pubsubio.MessagesFromBytes"), bytesToMessage, col)
 }
 
-// FromStrings turns a PCollection<string> into a PCollection<model.Message>
-// with each element, UTF-8 encoded, as the payload, for the default topic.
-func FromStrings(s beam.Scope, col beam.PCollection) beam.PCollection {
+// MessagesFromStrings turns a PCollection<string> into a
+// PCollection<model.Message> with each element, UTF-8 encoded, as the
+// payload, for the default topic.
+func MessagesFromStrings(s beam.Scope, col beam.PCollection) beam.PCollection {
 	return beam.ParDo(s.Scope("pubsubio.MessagesFromStrings"), stringToMessage, col)
 }

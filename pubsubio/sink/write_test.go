@@ -21,7 +21,7 @@ func TestTryWriteRejectsAtConstruction(t *testing.T) {
 	if _, err := TryWrite(s, Config{Topic: validTopic}, strs); err == nil || !strings.Contains(err.Error(), "PCollection<string>") || !strings.Contains(err.Error(), "MessagesFromStrings") {
 		t.Errorf("TryWrite on PCollection<string>: %v", err)
 	}
-	out, err := TryWrite(s, Config{Topic: validTopic}, FromStrings(s, strs))
+	out, err := TryWrite(s, Config{Topic: validTopic}, MessagesFromStrings(s, strs))
 	if err != nil {
 		t.Fatalf("TryWrite on converted strings: %v", err)
 	}

@@ -258,7 +258,7 @@ func (fn *readFn) emitBatch(r *splitReader, rt *sdf.LockRTracker, seq int64, wat
 }
 
 // deadLetter is d's dead letter for failing at stage with err.
-func (fn *readFn) deadLetter(r *splitReader, stage dlq.Stage, d *delivery, err error) dlq.FailedMessage {
+func (fn *readFn) deadLetter(r *splitReader, stage dlq.FailureStage, d *delivery, err error) dlq.FailedMessage {
 	f := dlq.New(stage, d.msg, err, d.msg.DeliveryAttempt, r.now())
 	f.Subscription = d.msg.Subscription
 	return f
