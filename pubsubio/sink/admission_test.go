@@ -53,7 +53,7 @@ func TestByteCapBlocksFarBelowTheMessageCap(t *testing.T) {
 		h.mustProcess(msg(payload))
 	}
 	done := h.blocked(msg(payload))
-	if h.w.inflightMsgs != 3 || h.w.cfg.MaxInFlightMessages != 1000 {
+	if h.w.inflightMsgs != 3 || h.w.cfg.MaxInFlightMessages != DefaultMaxInFlightMessages {
 		t.Fatalf("blocked with %d messages in flight against a message cap of %d", h.w.inflightMsgs, h.w.cfg.MaxInFlightMessages)
 	}
 	h.be.publishers(validTopic)[0].setHold(false)

@@ -27,9 +27,9 @@ const (
 // Defaults of the writer's own options; the reasons are on the Config
 // fields.
 const (
-	DefaultMaxInFlightMessages      = 1000
-	DefaultMaxInFlightBytes         = 64 << 20
 	DefaultMaxActivePublishers      = 100
+	DefaultMaxInFlightMessages      = DefaultMaxActivePublishers * DefaultCountThreshold
+	DefaultMaxInFlightBytes         = 64 << 20
 	DefaultMaxGroupedMessages       = 30000
 	DefaultDestinationIdleTimeout   = time.Hour
 	DefaultPublishProgressTimeout   = 10 * time.Minute
@@ -79,9 +79,13 @@ type Config struct {
 	IDAttribute string
 
 	// MaxInFlightMessages caps the publishes one writer has accepted and
-	// Pub/Sub has not yet confirmed: at the cap, ProcessElement blocks until
-	// confirmations free room, which is the sink's backpressure. If zero,
-	// DefaultMaxInFlightMessages (1,000) is used.
+	// Pub/Sub has not yet confirmed: at the cap, ProcessElement flushes
+	// every batch and blocks until confirmations free room, which is the
+	// sink's backpressure. If zero, DefaultMaxInFlightMessages (10,000) is
+	// used: one full batch (Publisher.CountThreshold, 100) for each of
+	// MaxActivePublishers (100), so that a writer spreading messages over
+	// many topics still sends full batches; MaxInFlightBytes bounds the
+	// memory. docs/writing.md, Batching.
 	MaxInFlightMessages int
 
 	// MaxInFlightBytes caps the serialized size of those publishes, so that

@@ -19,15 +19,18 @@ import (
 
 var validTopic = model.TopicOf("pubsubio-test", "events")
 
-// The publisher defaults are the client's: a client upgrade that changes
-// one fails here instead of silently changing how the sink batches.
+// The publisher defaults are the client's, but for DelayThreshold, which
+// holds a batch until the writer flushes: a client upgrade that changes one
+// fails here instead of silently changing how the sink batches.
 func TestPublisherDefaultsAreTheClients(t *testing.T) {
 	cfg, err := Config{Topic: validTopic}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := cfg.Publisher.publishSettings()
-	if want := pubsub.DefaultPublishSettings; !reflect.DeepEqual(got, want) {
+	want := pubsub.DefaultPublishSettings
+	want.DelayThreshold = untilFlushed
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("default publish settings drifted from the client's:\n got  %+v\n want %+v", got, want)
 	}
 }
@@ -62,7 +65,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("the zero Config is valid (every message may name its topic): %v", err)
 	}
 	want := Config{
-		MaxInFlightMessages: 1000, MaxInFlightBytes: 64 << 20, MaxActivePublishers: 100, MaxGroupedMessages: 30000,
+		MaxInFlightMessages: 10000, MaxInFlightBytes: 64 << 20, MaxActivePublishers: 100, MaxGroupedMessages: 30000,
 		DestinationIdleTimeout: time.Hour, PublishProgressTimeout: 10 * time.Minute, ShutdownTimeout: 30 * time.Second,
 		CreateDisposition: CreateIfNeeded, RecoveryInitialBackoff: 500 * time.Millisecond, RecoveryMaxBackoff: 10 * time.Second,
 		RecoveryMaxAttempts: 10, RecoveryJitter: 0.25, FailurePolicy: model.PolicyFail, MaxConsecutiveRejections: 100,

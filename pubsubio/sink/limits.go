@@ -33,7 +33,7 @@ func (cfg Config) checkLimits() []error {
 		construct.Bound[time.Duration]{Option: "ShutdownTimeout", Value: cfg.ShutdownTimeout, Min: 100 * time.Millisecond, Max: 10 * time.Minute},
 		construct.Bound[time.Duration]{Option: "RecoveryInitialBackoff", Value: cfg.RecoveryInitialBackoff, Min: time.Millisecond, Max: 10 * time.Minute},
 		construct.Bound[time.Duration]{Option: "RecoveryMaxBackoff", Value: cfg.RecoveryMaxBackoff, Min: time.Millisecond, Max: time.Hour},
-		construct.Bound[time.Duration]{Option: "Publisher.DelayThreshold", Value: p.DelayThreshold, Min: time.Millisecond, Max: 24 * time.Hour},
+		construct.Bound[time.Duration]{Option: "Publisher.DelayThreshold", Value: p.DelayThreshold, Min: time.Millisecond, Max: 24 * time.Hour, Zero: "to hold a batch until it fills or the writer flushes"},
 		// The client reads 0 as "no timeout": a publish nothing ends would
 		// hold its place under the caps until PublishProgressTimeout fails
 		// the bundle, so an unbounded publish is not offered.

@@ -395,6 +395,35 @@ func TestSizeLimitMatchesTheClient(t *testing.T) {
 	}
 }
 
+// A topic that sees a trickle gets one batch per bundle at the default
+// DelayThreshold: the batch waits for the bundle's end, where the writer
+// waits for every publish anyway. The 10 ms the client would wait sent
+// each message of this trickle in an RPC of its own.
+func TestPstestTrickleLeavesInOneBatch(t *testing.T) {
+	var publishes atomic.Int64
+	f := newFakeServer(t, countCalls("Publish", &publishes))
+	f.createTopic(t, validTopic)
+	h := f.harness(t, Config{})
+	// The input's shape, not a synchronization: messages 30 ms apart, three
+	// times the client's default delay.
+	const n, gap = 10, 30 * time.Millisecond
+	var want []string
+	for i := range n {
+		if i > 0 {
+			time.Sleep(gap)
+		}
+		want = append(want, fmt.Sprint(i))
+		h.mustProcess(msg(fmt.Sprint(i)))
+	}
+	h.mustFinish()
+	if got := f.payloads(validTopic); !sameSet(got, want) {
+		t.Errorf("pstest holds %v, want each of %v once", got, want)
+	}
+	if got := publishes.Load(); got != 1 {
+		t.Errorf("%d messages 30 ms apart in one bundle took %d Publish RPCs, want 1", n, got)
+	}
+}
+
 // sameSet reports whether got holds each of want exactly once.
 func sameSet(got, want []string) bool {
 	if len(got) != len(want) {

@@ -21,10 +21,15 @@ import (
 // refuses it with ordering, and a hedged duplicate defeats the sink's
 // per-message verdicts.
 type PublisherOptions struct {
-	// DelayThreshold sends a non-empty batch after this delay. If zero,
-	// DefaultDelayThreshold (10 ms) is used. Waits at the in-flight caps and
-	// at the end of a bundle flush anyway, so a long delay costs latency,
-	// never a stall.
+	// DelayThreshold sends a non-empty batch after this delay. If zero, a
+	// batch leaves when it reaches CountThreshold or ByteThreshold, when the
+	// writer waits at an in-flight cap, or when the bundle ends: the bundle
+	// waits for every publish at its end anyway, so holding a batch until
+	// then costs no throughput, and a topic that sees a trickle gets full
+	// batches instead of one or two messages per RPC (Beam Java's Pub/Sub
+	// writer batches so too). A message then waits at most the rest of its
+	// bundle; set a delay to bound that in long bundles. docs/writing.md,
+	// Batching.
 	DelayThreshold time.Duration
 	// CountThreshold sends a batch at this many messages, at most 1,000
 	// (Pub/Sub's per-request limit). If zero, DefaultCountThreshold (100)
@@ -58,11 +63,11 @@ type PublisherOptions struct {
 	EnableMessageOrdering bool
 }
 
-// Defaults of the publisher options: the client's own. DefaultPublishSettings
-// is a variable, so these are spelled out; a test pins them to it, so a
-// client upgrade that changes a default is noticed.
+// Defaults of the publisher options: the client's own, but for
+// DelayThreshold. DefaultPublishSettings is a variable, so these are
+// spelled out; a test pins them to it, so a client upgrade that changes a
+// default is noticed.
 const (
-	DefaultDelayThreshold            = 10 * time.Millisecond
 	DefaultCountThreshold            = 100
 	DefaultByteThreshold             = 1e6
 	DefaultPublishTimeout            = 60 * time.Second
@@ -72,6 +77,11 @@ const (
 	DefaultRetryMaxBackoff     = 60 * time.Second
 	DefaultRetryMultiplier     = 4.0
 )
+
+// untilFlushed is the client's DelayThreshold when the option is zero:
+// longer than any bundle, so that a batch leaves when full or when the
+// writer flushes (at an in-flight cap, at the end of the bundle).
+const untilFlushed = 24 * time.Hour
 
 // publishRetryCodes are the codes the client retries a Publish on by
 // default. Only the backoff is an option: which codes are transient is the
@@ -88,7 +98,6 @@ var publishRetryCodes = []codes.Code{
 
 // withDefaults returns p with every zero field set to its default.
 func (p PublisherOptions) withDefaults() PublisherOptions {
-	construct.Default(&p.DelayThreshold, DefaultDelayThreshold)
 	construct.Default(&p.CountThreshold, DefaultCountThreshold)
 	construct.Default(&p.ByteThreshold, DefaultByteThreshold)
 	construct.Default(&p.Timeout, DefaultPublishTimeout)
@@ -137,6 +146,9 @@ func (p PublisherOptions) validate() []error {
 func (p PublisherOptions) publishSettings() pubsub.PublishSettings {
 	s := pubsub.DefaultPublishSettings
 	s.DelayThreshold = p.DelayThreshold
+	if s.DelayThreshold == 0 {
+		s.DelayThreshold = untilFlushed
+	}
 	s.CountThreshold = p.CountThreshold
 	s.ByteThreshold = p.ByteThreshold
 	s.NumGoroutines = p.NumGoroutines

@@ -72,7 +72,8 @@ func measureLatency(ctx context.Context, e *env, rate, seconds, size int) (laten
 	msgs := pubsubio.Read(s, pubsubio.ReadConfig{
 		Subscriptions: []pubsubio.Subscription{in.sub}, IdleTimeout: 10 * time.Second, Connection: e.conn,
 	})
-	pubsubio.Write(s, pubsubio.WriteConfig{Topic: out.topic, Connection: e.conn}, beam.ParDo(s, &stampFn{Out: out.topic}, msgs))
+	wcfg := pubsubio.WriteConfig{Topic: out.topic, Connection: e.conn, Publisher: pubsubio.PublisherOptions{DelayThreshold: *latencyDelay}}
+	pubsubio.Write(s, wcfg, beam.ParDo(s, &stampFn{Out: out.topic}, msgs))
 	pipeErr := make(chan error, 1)
 	go func() { pipeErr <- beamx.Run(ctx, p) }()
 

@@ -9,6 +9,7 @@
 //	go run ./scripts/bench --cases=typed             # Decode and Encode; no emulator
 //	go run ./scripts/bench --cases=saturation        # where the server is not the bottleneck
 //	go run ./scripts/bench --cases=windows           # window end to result, steady and behind a backlog
+//	go run ./scripts/bench --cases=destinations      # 300 topics in round robin on the emulator: messages per Publish RPC
 //	go run ./scripts/bench --cases=tracing           # per-message cost of ReadConfig/WriteConfig.Tracing, off and on
 //
 // It exits 2 when a ratio falls below its target, naming it.
@@ -30,7 +31,7 @@ import (
 
 var (
 	endpoint = flag.String("emulator", "", "host:port of a running Pub/Sub emulator (default: start one)")
-	cases    = flag.String("cases", "read,write,latency,scaling,memory,stages,typed,dedup,tracing", "what to measure (comma separated)")
+	cases    = flag.String("cases", "read,write,destinations,latency,scaling,memory,stages,typed,dedup,tracing", "what to measure (comma separated)")
 	runs     = flag.Int("runs", 3, "runs of each contender per throughput case")
 	only     = flag.String("only", "", "run only the read and write cases whose name contains this text, e.g. \"16384 B, 3 sub\"")
 	entrants = flag.String("contenders", "", "run only these contenders of the read and write cases (comma separated: source, sink, raw, prototype, source-10-streams, raw-10-streams), e.g. to profile one; targets are checked only where both sides ran")
@@ -44,6 +45,7 @@ var (
 
 	latencyRate    = flag.Int("latency_rate", 500, "messages per second fed to the latency pipeline")
 	latencySeconds = flag.Int("latency_seconds", 20, "how long the latency pipeline is fed")
+	latencyDelay   = flag.Duration("latency_write_delay", 0, "the latency pipeline's Publisher.DelayThreshold (0: the sink's default)")
 
 	windowsRate    = flag.Int("windows_rate", 500, "messages per second fed to the windows pipeline")
 	windowsSeconds = flag.Int("windows_seconds", 30, "how long the windows pipeline is fed")
@@ -172,6 +174,13 @@ func run(ctx context.Context) int {
 			}
 			fmt.Println(r)
 			fmt.Fprintf(&report, "\n%s\n", r)
+		case "destinations":
+			r, missed, err := measureEmulatorDestinations(ctx, env)
+			if err != nil {
+				return fail(err)
+			}
+			report.WriteString(r)
+			misses = append(misses, missed...)
 		case "windows":
 			r, err := measureWindows(ctx, env, *windowsRate, *windowsSeconds, *windowsBacklog)
 			if err != nil {
@@ -226,7 +235,7 @@ func run(ctx context.Context) int {
 				fmt.Fprintln(&report, r)
 			}
 		default:
-			if err := fmt.Errorf("unknown case %q in --cases; use read, write, latency, windows, scaling, memory, stages, typed, dedup, tracing, saturation", what); err != nil {
+			if err := fmt.Errorf("unknown case %q in --cases; use read, write, destinations, latency, windows, scaling, memory, stages, typed, dedup, tracing, saturation", what); err != nil {
 				return fail(err)
 			}
 		}
