@@ -7,12 +7,12 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/gosource"
 )
 
 // The exported API of every public package, one name per line, is kept in
@@ -110,20 +110,9 @@ func exportedNames(t *testing.T, dir string) []string {
 // parseLibrary parses the non-test Go files in dir, with their comments.
 func parseLibrary(t *testing.T, dir string) (*token.FileSet, []*ast.File) {
 	t.Helper()
-	fset := token.NewFileSet()
-	entries, err := os.ReadDir(dir)
+	fset, files, err := gosource.ParseDir(dir, parser.ParseComments)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var files []*ast.File
-	for _, e := range entries {
-		if name := e.Name(); strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go") {
-			f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ParseComments)
-			if err != nil {
-				t.Fatal(err)
-			}
-			files = append(files, f)
-		}
 	}
 	return fset, files
 }

@@ -16,8 +16,9 @@ import (
 var errPortTaken = errors.New("port already in use")
 
 // Start launches a new emulator process from the gcloud emulator binary on a
-// free loopback port that Restart can bind again (localport.Reserve) and waits (bounded by ctx, or 60 s if ctx has no
-// deadline) until it answers ListTopics. It ignores PUBSUB_IT_EMULATOR and
+// free loopback port that Restart can bind again (localport.Reserve), and
+// waits (bounded by ctx, or 60 s if ctx has no deadline) until it answers
+// ListTopics. It ignores PUBSUB_IT_EMULATOR and
 // Docker: it is for callers that need an emulator of their own, e.g. to kill
 // and Restart it. The caller must Stop it. A missing binary yields an error
 // wrapping ErrUnavailable.

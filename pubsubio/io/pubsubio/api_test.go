@@ -8,8 +8,6 @@ import (
 	"go/parser"
 	"go/printer"
 	"go/token"
-	"os"
-	"path/filepath"
 	"reflect"
 	"sort"
 	"strconv"
@@ -21,6 +19,7 @@ import (
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners" // the --runner flag
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/gosource"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/io/pubsubio"
 )
 
@@ -30,20 +29,9 @@ import (
 // and comments left out).
 func exportedAPI(t *testing.T, dir string) []string {
 	t.Helper()
-	fset := token.NewFileSet()
-	entries, err := os.ReadDir(dir)
+	fset, files, err := gosource.ParseDir(dir, 0)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var files []*ast.File
-	for _, e := range entries {
-		if name := e.Name(); strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go") {
-			f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			files = append(files, f)
-		}
 	}
 	text := func(n ast.Node) string {
 		var b bytes.Buffer
