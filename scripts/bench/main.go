@@ -249,6 +249,9 @@ func run(ctx context.Context) int {
 		}
 	}
 	fmt.Print(report.String())
+	if err := figures.write(*figuresPath); err != nil {
+		return fail(err)
+	}
 	if *memProfile != "" {
 		f, err := os.Create(*memProfile)
 		if err != nil {

@@ -231,7 +231,9 @@ func (c comparison) tableRow() string {
 		c.connector.allocs(), c.raw.allocs())
 }
 
-func micros(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/1e3) }
+func micros(d time.Duration) string { return fmt.Sprintf("%.1f", microsOf(d)) }
+
+func microsOf(d time.Duration) float64 { return float64(d) / 1e3 }
 
 const tableHeader = "| case | pubsubio msg/s | raw msg/s | ratio | prototype msg/s | at the prototype's 10 streams/sub: pubsubio / raw msg/s | vs prototype | CPU µs/msg (pubsubio / raw / prototype) | emulator CPU µs/msg (pubsubio / raw / prototype) | allocs/msg (pubsubio / raw) |\n" +
 	"|---|---|---|---|---|---|---|---|---|---|"

@@ -30,7 +30,11 @@ var satServeFlag = flag.Bool("sat_serve", false, "internal: serve the saturation
 // (GET /stats?subscription=NAME) until its stdin closes, which it does when
 // the bench ends however it ends.
 func serveSaturation() int {
-	srv := newSatServer()
+	shape, err := shapeFromFlags()
+	if err != nil {
+		return fail(err)
+	}
+	srv := newSatServer(shape)
 	grpcLis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fail(err)
@@ -39,7 +43,7 @@ func serveSaturation() int {
 	if err != nil {
 		return fail(err)
 	}
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.UnaryInterceptor(shape.delayUnary))
 	pubsubpb.RegisterPublisherServer(g, srv)
 	pubsubpb.RegisterSubscriberServer(g, srv)
 	go g.Serve(grpcLis)
@@ -72,7 +76,7 @@ func startSaturationServer() (*satProcess, error) {
 	if err != nil {
 		return nil, fmt.Errorf("finding this binary to start the saturation server: %w", err)
 	}
-	cmd := exec.Command(self, "--sat_serve")
+	cmd := exec.Command(self, append([]string{"--sat_serve"}, shapeArgs()...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/source"
 )
 
 // satReadCase is one read case at saturation: one subscription read by
@@ -17,6 +18,19 @@ type satReadCase struct {
 
 func (c satReadCase) String() string {
 	return fmt.Sprintf("read %d B, %d split(s) x %d stream(s), %d msgs", c.size, c.splitsPerSub, c.streams, c.messages)
+}
+
+// window is each stream's flow control in the case as the source sets it
+// (source.Config.MaxOutstandingMessages: at its defaults, each stream's
+// share of the buffer budget, at most the default window), so the raw
+// client reads with the same.
+func (c satReadCase) window() (messages, bytes int) {
+	streams := c.subs * c.splitsPerSub * c.streams
+	messages = min(source.DefaultMaxOutstandingMessages, source.DefaultBufferMaxMessages/streams)
+	if *satSourceOutstanding != 0 {
+		messages = *satSourceOutstanding
+	}
+	return messages, int(min(source.DefaultMaxOutstandingBytes, source.DefaultBufferMaxBytes/int64(streams)))
 }
 
 func satReadCases() []satReadCase {
@@ -58,6 +72,7 @@ func (r *satRig) compareSatRead(ctx context.Context, c satReadCase) (string, []s
 		{"raw", raw, func(ctx context.Context, ps []pair) (float64, error) {
 			rs := receiveSettings
 			rs.NumGoroutines = c.streams
+			rs.MaxOutstandingMessages, rs.MaxOutstandingBytes = c.window()
 			return readRawStreams(ctx, r.local, c.readCase, ps, rs)
 		}},
 	}, func(k entrant) string { return k.name })
@@ -108,7 +123,24 @@ func (r *satRig) compareSatRead(ctx context.Context, c satReadCase) (string, []s
 		micros(worker.cpu()), micros(raw.cpu()), cpu, micros(inProcess.cpu()),
 		micros(worker.runnerCPU()), micros(inProcess.runnerCPU()),
 		micros(raw.emulatorCPU()), worker.allocs(), raw.allocs(), allocs)
+	c.draw(raw, worker)
 	return row, misses, nil
+}
+
+// draw puts the case's medians on the read figures: rate and worker CPU
+// per message against the streams in all, a curve per contender and
+// split count.
+func (c satReadCase) draw(raw, worker *contender) {
+	size := fmt.Sprintf("%d KiB", c.size/1024)
+	streams := float64(c.splitsPerSub * c.streams)
+	for _, k := range []struct {
+		name string
+		who  *contender
+	}{{"raw client", raw}, {"pubsubio, worker", worker}} {
+		series := fmt.Sprintf("%s, %d split(s)", k.name, c.splitsPerSub)
+		figures.add("read-rate-"+strings.ReplaceAll(size, " ", ""), "Read "+size+" at saturation ("+*satShapeName+" server)", "streams (splits x streams per split)", "msg/s", series, streams, k.who.rate())
+		figures.add("read-cpu-"+strings.ReplaceAll(size, " ", ""), "Worker CPU per message read, "+size+" ("+*satShapeName+" server)", "streams (splits x streams per split)", "CPU µs per message", series, streams, microsOf(k.who.cpu()))
+	}
 }
 
 const satReadHeader = "\n| read | raw msg/s | worker out of process msg/s (/raw) | Prism in process msg/s (/raw) | CPU µs/msg worker / raw (ratio) | CPU µs/msg in process (with Prism) | standalone Prism CPU µs/msg (worker run / in-process run) | server CPU µs/msg (raw) | allocs/msg worker / raw (ratio) |\n" +
@@ -149,6 +181,10 @@ func (r *satRig) measureBundleCurve(ctx context.Context) (string, error) {
 			k.add(s)
 		}
 		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %.1f |\n", name, k.rate(), micros(k.cpu()), micros(k.runnerCPU()), k.allocs())
+		title := "Bundle size at saturation, 1 KiB, 1 split x 4 streams (" + *satShapeName + " server)"
+		figures.add("bundle-size-rate", title, "MaxRecordsPerBundle", "msg/s", "pubsubio, worker", float64(max), k.rate())
+		figures.add("bundle-size-cpu", title, "MaxRecordsPerBundle", "CPU µs per message", "worker", float64(max), microsOf(k.cpu()))
+		figures.add("bundle-size-cpu", title, "MaxRecordsPerBundle", "CPU µs per message", "standalone Prism", float64(max), microsOf(k.runnerCPU()))
 	}
 	if b.Len() == 0 {
 		return "", nil

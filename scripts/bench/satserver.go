@@ -29,6 +29,7 @@ type satServer struct {
 	pubsubpb.UnimplementedPublisherServer
 	pubsubpb.UnimplementedSubscriberServer
 
+	shape  satShape
 	mu     sync.Mutex
 	topics map[string]*satTopic
 	subs   map[string]*satSub
@@ -101,8 +102,8 @@ type satStats struct {
 // 4 MiB message limit.
 const maxResponseBytes = 3 << 20
 
-func newSatServer() *satServer {
-	s := &satServer{topics: map[string]*satTopic{}, subs: map[string]*satSub{}}
+func newSatServer(shape satShape) *satServer {
+	s := &satServer{shape: shape, topics: map[string]*satTopic{}, subs: map[string]*satSub{}}
 	go s.expireLeases()
 	return s
 }
@@ -183,8 +184,11 @@ func (s *satServer) DeleteSubscription(_ context.Context, r *pubsubpb.DeleteSubs
 }
 
 // Publish stores the messages on every subscription of the topic and
-// answers at once.
+// answers.
 func (s *satServer) Publish(_ context.Context, r *pubsubpb.PublishRequest) (*pubsubpb.PublishResponse, error) {
+	if err := s.shape.checkPublish(len(r.Messages), r); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	t, ok := s.topics[r.Topic]
 	if !ok {
@@ -229,8 +233,8 @@ func (s *satServer) sub(name string) (*satSub, error) {
 }
 
 // StreamingPull sends what the subscription has ready as fast as the
-// stream's flow control allows; acks and deadline changes may come on the
-// stream or by RPC.
+// stream's flow control and the shape's cap allow; acks and deadline
+// changes may come on the stream or by RPC.
 func (s *satServer) StreamingPull(stream pubsubpb.Subscriber_StreamingPullServer) error {
 	first, err := stream.Recv()
 	if err != nil {
@@ -260,16 +264,22 @@ func (s *satServer) StreamingPull(stream pubsubpb.Subscriber_StreamingPullServer
 			if err != nil {
 				return
 			}
-			ss.ack(r.AckIds)
-			for i, id := range r.ModifyDeadlineAckIds {
-				ss.modify([]string{id}, r.ModifyDeadlineSeconds[i])
-			}
+			s.shape.afterRoundTrip(func() {
+				ss.ack(r.AckIds)
+				for i, id := range r.ModifyDeadlineAckIds {
+					ss.modify([]string{id}, r.ModifyDeadlineSeconds[i])
+				}
+			})
 		}
 	}()
 	ss.mu.Lock()
 	ss.stats.PullStreams++
 	ss.mu.Unlock()
+	pace := &pacer{rate: s.shape.streamBytes}
 	for {
+		if err := pace.wait(ctx); err != nil {
+			return status.FromContextError(err).Err()
+		}
 		resp := ss.take(ctx, st, deadline)
 		if resp == nil {
 			return status.FromContextError(ctx.Err()).Err()
@@ -277,6 +287,7 @@ func (s *satServer) StreamingPull(stream pubsubpb.Subscriber_StreamingPullServer
 		if err := stream.Send(resp); err != nil {
 			return err
 		}
+		pace.sent(proto.Size(resp))
 	}
 }
 

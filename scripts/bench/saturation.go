@@ -10,12 +10,12 @@ import (
 
 var (
 	satReadMessages    = flag.Int("sat_read_messages", 100000, "messages per read run of the saturation cases, 1 KiB")
-	satReadMessages16k = flag.Int("sat_read_messages_16k", 30000, "the same, 16 KiB")
+	satReadMessages16k = flag.Int("sat_read_messages_16k", 10000, "the same, 16 KiB")
 	satWriteMessages   = flag.Int("sat_write_messages", 200000, "messages per write run of the saturation cases, 1 KiB")
 	satWriteMessages64 = flag.Int("sat_write_messages_64k", 10000, "the same, 64 KiB")
 	satDestMessages    = flag.Int("sat_destination_messages", 30000, "messages per run of the many-destinations cases, 1 KiB")
 
-	satSourceOutstanding = flag.Int("sat_source_outstanding", 0, "MaxOutstandingMessages of the source in the saturation read cases (0: the client's default, which the raw client uses): how much a wider flow-control window gives a reader that acks only after the runner commits")
+	satSourceOutstanding = flag.Int("sat_source_outstanding", 0, "MaxOutstandingMessages of the source and the raw client in the saturation read cases (0: the source's default): how much a wider flow-control window gives")
 
 	satReadTarget      = flag.Float64("sat_read_target", 0.8, "lowest acceptable source/raw msg/s at saturation, worker out of process")
 	satInProcessTarget = flag.Float64("sat_in_process_target", 0.6, "lowest acceptable source/raw msg/s at saturation, Prism in process")
@@ -127,6 +127,10 @@ func (s *satStats) add(o satStats) {
 // against the saturation server and returns their tables and every case
 // below its target.
 func measureSaturation(ctx context.Context) (string, []string, error) {
+	shape, err := shapeFromFlags()
+	if err != nil {
+		return "", nil, err
+	}
 	r, err := startSatRig(ctx)
 	if err != nil {
 		return "", nil, err
@@ -134,7 +138,7 @@ func measureSaturation(ctx context.Context) (string, []string, error) {
 	defer r.stop()
 	var report strings.Builder
 	var misses []string
-	fmt.Fprintf(&report, "\n== saturation (%d runs per contender, medians; CPU and allocations over each run's steady state)\n", *runs)
+	fmt.Fprintf(&report, "\n== saturation, %v (%d runs per contender, medians; CPU and allocations over each run's steady state)\n", shape, *runs)
 	reads, missed, err := satTable(satReadHeader, satReadCases(), func(c satReadCase) (string, []string, error) { return r.compareSatRead(ctx, c) })
 	if err != nil {
 		return "", nil, err

@@ -69,33 +69,45 @@ func compareWrite(ctx context.Context, e *env, c writeCase) (comparison, error) 
 	return cmp, nil
 }
 
-// writeRaw is the baseline: one Publisher per topic, every result awaited.
-// Flow control blocks at the sink's default in-flight caps, shared evenly by
-// the publishers as the sink's are shared by its destinations (messages go
-// round-robin): those caps are the sink's publish settings, and an
+// writeRaw is the baseline: one Publisher per topic, each driven by a
+// goroutine of its own with its share of the messages (round robin), every
+// result awaited. Flow control blocks at the sink's default in-flight caps,
+// shared evenly by the publishers as the sink's are shared by its
+// destinations: those caps are the sink's publish settings, and an
 // uncapped publisher would hold a whole run in memory (640 MiB of 64 KiB
 // messages), which no sink setting allows.
 func writeRaw(ctx context.Context, e *env, c writeCase, ps []pair) (float64, error) {
-	var pubs []*pubsub.Publisher
-	for _, p := range ps {
-		pub := e.client.Publisher(p.topic.String())
-		pub.PublishSettings.FlowControlSettings = pubsub.FlowControlSettings{
+	pubs := make([]*pubsub.Publisher, len(ps))
+	for t, p := range ps {
+		pubs[t] = e.client.Publisher(p.topic.String())
+		pubs[t].PublishSettings.FlowControlSettings = pubsub.FlowControlSettings{
 			MaxOutstandingMessages: sink.DefaultMaxInFlightMessages / len(ps),
 			MaxOutstandingBytes:    sink.DefaultMaxInFlightBytes / len(ps),
 			LimitExceededBehavior:  pubsub.FlowControlBlock,
 		}
-		defer pub.Stop()
-		pubs = append(pubs, pub)
+		defer pubs[t].Stop()
 	}
 	start := time.Now()
 	steady.begin()
-	results := make([]*pubsub.PublishResult, c.messages)
-	for i := range results {
-		results[i] = pubs[i%len(pubs)].Publish(ctx, &pubsub.Message{Data: emulator.Payload(i, c.size)})
+	errs := make(chan error, len(pubs))
+	for t, pub := range pubs {
+		go func() {
+			var results []*pubsub.PublishResult
+			for i := t; i < c.messages; i += len(pubs) {
+				results = append(results, pub.Publish(ctx, &pubsub.Message{Data: emulator.Payload(i, c.size)}))
+			}
+			for _, r := range results {
+				if _, err := r.Get(ctx); err != nil {
+					errs <- fmt.Errorf("raw publish to %s: %w", pub, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
 	}
-	for _, r := range results {
-		if _, err := r.Get(ctx); err != nil {
-			return 0, fmt.Errorf("raw publish: %w", err)
+	for range pubs {
+		if err := <-errs; err != nil {
+			return 0, err
 		}
 	}
 	steady.end()
