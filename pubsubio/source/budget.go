@@ -57,22 +57,39 @@ func (cfg Config) flowControlled() bool { return cfg.MaxOutstandingMessages > 0 
 
 // flowControlFromBudget sets MaxOutstandingMessages and
 // MaxOutstandingBytes, where zero, to each stream's share of the buffer
-// budget, at most the client's defaults: splits x ParallelPullCount
-// streams, as if one worker ran every split (Prism does), are then never
-// sent more than the budget holds. Flow control counts what a bundle
-// emitted until it is acked as well, so it binds before the budget does.
+// budget, at most defaultWindow and the client's bytes: splits x
+// ParallelPullCount streams, as if one worker ran every split (Prism does),
+// are then never sent more than the budget holds. Flow control counts what
+// a bundle emitted until it is acked as well, so it binds before the budget
+// does.
 func (cfg *Config) flowControlFromBudget() {
+	if cfg.MaxOutstandingMessages == 0 {
+		cfg.MaxOutstandingMessages = cfg.defaultWindow()
+	}
+	if cfg.MaxOutstandingBytes == 0 {
+		cfg.MaxOutstandingBytes = int(min(DefaultMaxOutstandingBytes, max(1, cfg.BufferMaxBytes/int64(cfg.streams()))))
+	}
+}
+
+// defaultWindow is a stream's MaxOutstandingMessages when unset: its share
+// of the budget, at most DefaultMaxOutstandingMessages; under
+// CommitFlinkCheckpoint the whole share, since a message waits there for a
+// checkpoint (seconds) rather than for its bundle's commit.
+func (cfg Config) defaultWindow() int {
+	share := max(1, cfg.BufferMaxMessages/cfg.streams())
+	if cfg.Commit == CommitFlinkCheckpoint {
+		return share
+	}
+	return min(DefaultMaxOutstandingMessages, share)
+}
+
+// streams is how many streaming pulls a worker running every split opens.
+func (cfg Config) streams() int {
 	splits := len(cfg.Subscriptions)
 	if cfg.Ordering != OrderingPerKey {
 		splits = max(splits, cfg.Splits)
 	}
-	streams := max(1, splits*max(1, cfg.ParallelPullCount))
-	if cfg.MaxOutstandingMessages == 0 {
-		cfg.MaxOutstandingMessages = min(DefaultMaxOutstandingMessages, max(1, cfg.BufferMaxMessages/streams))
-	}
-	if cfg.MaxOutstandingBytes == 0 {
-		cfg.MaxOutstandingBytes = int(min(DefaultMaxOutstandingBytes, max(1, cfg.BufferMaxBytes/int64(streams))))
-	}
+	return max(1, splits*max(1, cfg.ParallelPullCount))
 }
 
 func newBudget(maxMessages int, maxBytes int64) *budget {

@@ -403,7 +403,7 @@ func TestBudgetAdmitsOversizedMessageWhenNothingIsBuffered(t *testing.T) {
 }
 
 // Flow control left unset is each stream's share of the buffer budget, at
-// most the client's defaults, so that a worker running every split is never
+// most the defaults, so that a worker running every split is never
 // sent more than its budget holds; a value that is set is kept.
 func TestFlowControlFromBudget(t *testing.T) {
 	for _, tc := range []struct {
@@ -411,9 +411,10 @@ func TestFlowControlFromBudget(t *testing.T) {
 		edit          func(*Config)
 		messages, max int
 	}{
-		{"defaults: the client's", nil, 1000, 64 << 20},
+		{"defaults", nil, 2000, 64 << 20},
+		{"acks at checkpoints: the whole share", func(c *Config) { c.Commit, c.ParallelPullCount = CommitFlinkCheckpoint, 2 }, 20000, 64 << 20 / 2},
 		{"small budget", func(c *Config) { c.BufferMaxMessages, c.BufferMaxBytes = 10, 1<<20 }, 10, 1 << 20},
-		{"twelve streams share it", func(c *Config) { c.Subscriptions, c.Splits, c.ParallelPullCount = testSubs(3), 6, 2 }, 833, 64 << 20 / 12},
+		{"twenty-four streams share it", func(c *Config) { c.Subscriptions, c.Splits, c.ParallelPullCount = testSubs(3), 6, 4 }, 1666, 64 << 20 / 24},
 		{"per key: one split per subscription", func(c *Config) { c.Subscriptions, c.Ordering, c.BufferMaxMessages = testSubs(4), OrderingPerKey, 100 }, 25, 64 << 20 / 4},
 		{"a budget under one message per stream", func(c *Config) { c.Splits, c.BufferMaxMessages, c.BufferMaxBytes = 8, 3, 4 }, 1, 1},
 		{"set values kept", func(c *Config) { c.BufferMaxMessages, c.MaxOutstandingMessages, c.MaxOutstandingBytes = 10, 500, -1 }, 500, -1},

@@ -164,3 +164,33 @@ func TestWithCommit(t *testing.T) {
 		}
 	}
 }
+
+// Under CommitFlinkCheckpoint a stream's window is its whole share of the
+// budget and a bundle may emit what a split's streams hold; elsewhere the
+// defaults stay; values the read sets are kept.
+func TestWithCommitDefaults(t *testing.T) {
+	cases := []struct {
+		name           string
+		commit         CommitMode
+		set            Config
+		window, bundle int
+	}{
+		{"resume", CommitResume, Config{}, DefaultMaxOutstandingMessages, DefaultMaxRecordsPerBundle},
+		{"checkpoints", CommitFlinkCheckpoint, Config{}, DefaultBufferMaxMessages / 2, DefaultBufferMaxMessages},
+		{"checkpoints, window set", CommitFlinkCheckpoint, Config{MaxOutstandingMessages: 3000}, 3000, 6000},
+		{"checkpoints, bundle set", CommitFlinkCheckpoint, Config{MaxRecordsPerBundle: 50}, DefaultBufferMaxMessages / 2, 50},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testConfig(t, func(cfg *Config) {
+				cfg.ParallelPullCount = 2
+				cfg.MaxOutstandingMessages, cfg.MaxRecordsPerBundle = c.set.MaxOutstandingMessages, c.set.MaxRecordsPerBundle
+			})
+			cfg.Commit = c.commit
+			got := cfg.withCommitDefaults(c.set)
+			if got.MaxOutstandingMessages != c.window || got.MaxRecordsPerBundle != c.bundle {
+				t.Errorf("MaxOutstandingMessages %d, MaxRecordsPerBundle %d; want %d and %d", got.MaxOutstandingMessages, got.MaxRecordsPerBundle, c.window, c.bundle)
+			}
+		})
+	}
+}

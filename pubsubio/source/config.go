@@ -17,13 +17,13 @@ import (
 // read behaves like the client users already know; the reasons for the
 // rest are on the fields of Config.
 const (
-	DefaultMaxOutstandingMessages = 1000                   // pubsub.DefaultReceiveSettings; see Config.MaxOutstandingMessages
+	DefaultMaxOutstandingMessages = 2000                   // twice pubsub.DefaultReceiveSettings; see Config.MaxOutstandingMessages
 	DefaultMaxOutstandingBytes    = 1e9                    // pubsub.DefaultReceiveSettings; see Config.MaxOutstandingBytes
 	DefaultMaxExtension           = 60 * time.Minute       // pubsub.DefaultReceiveSettings
 	DefaultParallelPullCount      = 1                      // pubsub.DefaultReceiveSettings.NumGoroutines
 	DefaultShutdownTimeout        = 10 * time.Second       // see Config.ShutdownTimeout
 	DefaultMaxRecordsPerBundle    = 1000                   // see Config.MaxRecordsPerBundle
-	DefaultBufferMaxMessages      = 10000                  // see Config.BufferMaxMessages
+	DefaultBufferMaxMessages      = 40000                  // see Config.BufferMaxMessages
 	DefaultBufferMaxBytes         = 64 << 20               // see Config.BufferMaxBytes
 	DefaultLeaseIdle              = 2 * time.Minute        // see Config.LeaseIdle
 	DefaultPollDelay              = 100 * time.Millisecond // see Config.PollDelay
@@ -82,13 +82,16 @@ type Config struct {
 	// unacked, and a message is acked only after its bundle commits. If
 	// zero, each stream gets its share of the buffer budget (BufferMaxMessages
 	// and BufferMaxBytes over splits x ParallelPullCount), at most
-	// DefaultMaxOutstandingMessages (1,000) and DefaultMaxOutstandingBytes
-	// (1e9), the client's: a worker running every split is then never sent
+	// DefaultMaxOutstandingMessages (2,000) and DefaultMaxOutstandingBytes
+	// (1e9, the client's): a worker running every split is then never sent
 	// more than its budget holds, which it would give back for redelivery,
-	// spending a delivery attempt each. -1 means no limit. Summed over a
-	// worker's splits and streams, keep a value of your own under the
-	// budget (Read warns at construction when it may not be); docs/performance.md,
-	// Tuning.
+	// spending a delivery attempt each. The 2,000 is twice the client's
+	// window, room for two bundles: one waits for its commit while the
+	// stream fills the next, so a stream keeps Pub/Sub's pace (BENCHMARKS.md,
+	// Saturation). Under CommitFlinkCheckpoint, where acks wait seconds for a
+	// checkpoint, the default is the whole share. -1 means no limit. Summed over a worker's splits and
+	// streams, keep a value of your own under the budget (Read warns at
+	// construction when it may not be); docs/performance.md, Tuning.
 	MaxOutstandingMessages int
 	MaxOutstandingBytes    int
 
@@ -115,8 +118,11 @@ type Config struct {
 	ShutdownTimeout time.Duration
 
 	// MaxRecordsPerBundle caps what one bundle of a split emits. If zero,
-	// DefaultMaxRecordsPerBundle (1,000, the client's flow-control window,
-	// so one bundle can drain a full window) is used.
+	// DefaultMaxRecordsPerBundle (1,000, half a stream's default window, so
+	// one bundle fills while the last commits; larger bundles save nothing,
+	// BENCHMARKS.md) is used; under CommitFlinkCheckpoint, what the split's
+	// streams may hold, since Flink ends a read's bundle only at a
+	// checkpoint.
 	MaxRecordsPerBundle int
 
 	// BufferMaxMessages and BufferMaxBytes are the hard budget of messages
@@ -125,7 +131,8 @@ type Config struct {
 	// the split's streams back; then it is withheld, leased without its
 	// payload, and given back for redelivery once a bundle makes room for
 	// it, while what is buffered stays for that bundle. A read holds at
-	// most twice its budget. If zero, DefaultBufferMaxMessages (10,000) and
+	// most twice its budget. If zero, DefaultBufferMaxMessages (40,000:
+	// 16 streams' default windows with room to spare) and
 	// DefaultBufferMaxBytes (64 MiB) are used; Read warns about a byte
 	// budget under three of Pub/Sub's largest messages. docs/performance.md, Tuning.
 	BufferMaxMessages int

@@ -26,7 +26,7 @@ func TestWithDefaultsFillsEveryDefault(t *testing.T) {
 		{"Ordering", cfg.Ordering, OrderingNone},
 		{"Finalization", cfg.Finalization, FinalizationAuto},
 		{"Splits", cfg.Splits, 1},
-		// The buffer budget's share of the one stream, at most the client's.
+		// The buffer budget's share of the one stream, at most the default.
 		{"MaxOutstandingMessages", cfg.MaxOutstandingMessages, DefaultMaxOutstandingMessages},
 		{"MaxOutstandingBytes", cfg.MaxOutstandingBytes, int(DefaultBufferMaxBytes)},
 		{"MaxExtension", cfg.MaxExtension, DefaultMaxExtension},
@@ -48,7 +48,8 @@ func TestWithDefaultsFillsEveryDefault(t *testing.T) {
 		// The documented values of the defaults themselves.
 		{"DefaultShutdownTimeout", DefaultShutdownTimeout, 10 * time.Second},
 		{"DefaultMaxRecordsPerBundle", DefaultMaxRecordsPerBundle, 1000},
-		{"DefaultBufferMaxMessages", DefaultBufferMaxMessages, 10000},
+		{"DefaultBufferMaxMessages", DefaultBufferMaxMessages, 40000},
+		{"DefaultMaxOutstandingMessages", DefaultMaxOutstandingMessages, 2000},
 		{"DefaultBufferMaxBytes", int64(DefaultBufferMaxBytes), int64(64 << 20)},
 		{"DefaultLeaseIdle", DefaultLeaseIdle, 2 * time.Minute},
 		{"DefaultPollDelay", DefaultPollDelay, 100 * time.Millisecond},
@@ -71,8 +72,8 @@ func TestClientDerivedDefaultsMatchTheClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if DefaultMaxOutstandingMessages != client.MaxOutstandingMessages || cfg.MaxOutstandingMessages != client.MaxOutstandingMessages {
-		t.Errorf("MaxOutstandingMessages cap %d and default %d, client's %d", DefaultMaxOutstandingMessages, cfg.MaxOutstandingMessages, client.MaxOutstandingMessages)
+	if DefaultMaxOutstandingMessages != 2*client.MaxOutstandingMessages || cfg.MaxOutstandingMessages != 2*client.MaxOutstandingMessages {
+		t.Errorf("MaxOutstandingMessages cap %d and default %d, want twice the client's %d", DefaultMaxOutstandingMessages, cfg.MaxOutstandingMessages, client.MaxOutstandingMessages)
 	}
 	if DefaultMaxOutstandingBytes != client.MaxOutstandingBytes {
 		t.Errorf("MaxOutstandingBytes cap %d, client's %d", int(DefaultMaxOutstandingBytes), client.MaxOutstandingBytes)
@@ -88,10 +89,10 @@ func TestClientDerivedDefaultsMatchTheClient(t *testing.T) {
 	}
 
 	rs := cfg.receiveSettings()
-	if rs.MaxOutstandingMessages != client.MaxOutstandingMessages || rs.MaxOutstandingBytes != cfg.MaxOutstandingBytes ||
+	if rs.MaxOutstandingMessages != cfg.MaxOutstandingMessages || rs.MaxOutstandingBytes != cfg.MaxOutstandingBytes ||
 		rs.MaxExtension != client.MaxExtension || rs.NumGoroutines != client.NumGoroutines ||
 		rs.MaxDurationPerAckExtension != client.MaxDurationPerAckExtension {
-		t.Errorf("receiveSettings() of the defaults %+v differ from the client's %+v", rs, client)
+		t.Errorf("receiveSettings() of the defaults %+v differ from the read's flow control and the client's other defaults %+v", rs, client)
 	}
 	if rs.ShutdownOptions == nil || rs.ShutdownOptions.Behavior != pubsub.ShutdownBehaviorNackImmediately || rs.ShutdownOptions.Timeout != DefaultShutdownTimeout {
 		t.Errorf("receiveSettings().ShutdownOptions = %+v, want nack immediately within %v", rs.ShutdownOptions, DefaultShutdownTimeout)
@@ -337,13 +338,13 @@ func TestBudgetWarning(t *testing.T) {
 		want []string // nil: no warning
 	}{
 		{"defaults", nil, nil},
-		{"ten streams fill the budget exactly", func(c *Config) { c.ParallelPullCount, c.MaxOutstandingMessages = 10, 1000 }, nil},
+		{"ten streams fill the budget exactly", func(c *Config) { c.ParallelPullCount, c.MaxOutstandingMessages = 10, 4000 }, nil},
 		{"no per-stream limit", func(c *Config) { c.MaxOutstandingMessages = -1; c.ParallelPullCount = 20 }, nil},
 		{"eleven streams sharing the budget", func(c *Config) { c.ParallelPullCount = 11 }, nil},
-		{"eleven streams", func(c *Config) { c.ParallelPullCount, c.MaxOutstandingMessages = 11, 1000 },
-			[]string{"a worker that runs all 1 split(s) may be sent 11000 unacked messages", "ParallelPullCount 11", "MaxOutstandingMessages 1000", "BufferMaxMessages 10000", "to 11000"}},
-		{"twelve splits", func(c *Config) { c.Subscriptions = testSubs(3); c.Splits = 12; c.MaxOutstandingMessages = 1000 },
-			[]string{"a worker that runs all 12 split(s) may be sent 12000 unacked messages", "ParallelPullCount 1", "to 12000"}},
+		{"eleven streams", func(c *Config) { c.ParallelPullCount, c.MaxOutstandingMessages = 11, 4000 },
+			[]string{"a worker that runs all 1 split(s) may be sent 44000 unacked messages", "ParallelPullCount 11", "MaxOutstandingMessages 4000", "BufferMaxMessages 40000", "to 44000"}},
+		{"twelve splits", func(c *Config) { c.Subscriptions = testSubs(3); c.Splits = 12; c.MaxOutstandingMessages = 4000 },
+			[]string{"a worker that runs all 12 split(s) may be sent 48000 unacked messages", "ParallelPullCount 1", "to 48000"}},
 		{"small budget shared", func(c *Config) { c.BufferMaxMessages = 500 }, nil},
 		{"small budget", func(c *Config) { c.BufferMaxMessages, c.MaxOutstandingMessages = 500, 1000 },
 			[]string{"1000 unacked", "BufferMaxMessages 500"}},

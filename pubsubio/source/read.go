@@ -79,6 +79,7 @@ func read(s beam.Scope, cfg Config) (beam.PCollection, beam.PCollection, error) 
 	if p.Cfg, err = p.Cfg.withCommit(deploymentFlags()); err != nil {
 		return fail(err)
 	}
+	p.Cfg = p.Cfg.withCommitDefaults(cfg)
 	for _, w := range p.Cfg.warnings(time.Now()) {
 		log.Warn(context.Background(), w)
 	}
@@ -148,6 +149,23 @@ type deployment struct {
 
 func deploymentFlags() deployment {
 	return deployment{runner: runnerFlag(), jobName: *jobopts.JobName, commit: CommitMode(*commitFlag), flinkREST: *flinkRESTFlag}
+}
+
+// withCommitDefaults sets the defaults that depend on the resolved commit,
+// for the fields zero in set (the read's configuration as given): each
+// stream's window (defaultWindow) and, under CommitFlinkCheckpoint, a
+// bundle cap of what a split's streams may hold, since a read's bundle on
+// Flink ends only at a checkpoint and the cap would otherwise bound a
+// split's rate to DefaultMaxRecordsPerBundle per checkpoint interval
+// (BENCHMARKS.md, Flink).
+func (cfg Config) withCommitDefaults(set Config) Config {
+	if set.MaxOutstandingMessages == 0 {
+		cfg.MaxOutstandingMessages = cfg.defaultWindow()
+	}
+	if set.MaxRecordsPerBundle == 0 && cfg.Commit == CommitFlinkCheckpoint && cfg.MaxOutstandingMessages > 0 {
+		cfg.MaxRecordsPerBundle = max(DefaultMaxRecordsPerBundle, cfg.MaxOutstandingMessages*cfg.ParallelPullCount)
+	}
+	return cfg
 }
 
 // withCommit resolves CommitAuto, first by d.commit, then for d.runner,
