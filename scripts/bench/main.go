@@ -7,7 +7,8 @@
 //	go run ./scripts/bench                           # everything, own emulator
 //	go run ./scripts/bench --cases=write --runs=5    # one part
 //	go run ./scripts/bench --cases=typed             # Decode and Encode; no emulator
-//	go run ./scripts/bench --cases=saturation        # where the server is not the bottleneck
+//	go run ./scripts/bench --cases=saturation        # against a server with the service's shape (--sat_shape)
+//	go run ./scripts/bench --cases=flink             # the read on Flink by checkpoint interval, beside Prism and raw
 //	go run ./scripts/bench --cases=windows           # window end to result, steady and behind a backlog
 //	go run ./scripts/bench --cases=destinations      # 300 topics in round robin on the emulator: messages per Publish RPC
 //	go run ./scripts/bench --cases=tracing           # per-message cost of ReadConfig/WriteConfig.Tracing, off and on
@@ -213,6 +214,13 @@ func run(ctx context.Context) int {
 			}
 			report.WriteString(r)
 			misses = append(misses, missed...)
+		case "flink":
+			r, missed, err := measureFlink(ctx)
+			if err != nil {
+				return fail(err)
+			}
+			report.WriteString(r)
+			misses = append(misses, missed...)
 		case "dedup":
 			r, err := measureDedup(ctx, env, *dedupMessages, *dedupSize)
 			if err != nil {
@@ -235,7 +243,7 @@ func run(ctx context.Context) int {
 				fmt.Fprintln(&report, r)
 			}
 		default:
-			if err := fmt.Errorf("unknown case %q in --cases; use read, write, destinations, latency, windows, scaling, memory, stages, typed, dedup, tracing, saturation", what); err != nil {
+			if err := fmt.Errorf("unknown case %q in --cases; use read, write, destinations, latency, windows, scaling, memory, stages, typed, dedup, tracing, saturation, flink", what); err != nil {
 				return fail(err)
 			}
 		}
@@ -274,10 +282,10 @@ func run(ctx context.Context) int {
 }
 
 // needsEmulator reports whether any of cases runs against the emulator:
-// stages, typed and saturation do not.
+// stages, typed, saturation and flink do not.
 func needsEmulator(cases string) bool {
 	for _, c := range strings.Split(cases, ",") {
-		if c = strings.TrimSpace(c); c != "stages" && c != "typed" && c != "saturation" {
+		if c = strings.TrimSpace(c); c != "stages" && c != "typed" && c != "saturation" && c != "flink" {
 			return true
 		}
 	}

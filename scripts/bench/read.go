@@ -217,6 +217,10 @@ func readWithSource(ctx context.Context, e *env, c readCase, ps []pair) (float64
 type sourceOptions struct {
 	through  func(beam.Scope, beam.PCollection) beam.PCollection // between the read and the count
 	atTarget func()                                              // runs once the last expected message was counted
+	// ownBudget keeps the source's buffer budget as cfg has it, against a
+	// server that holds to flow control; otherwise it is raised to the
+	// streams' windows (raiseBudgetToStreams).
+	ownBudget bool
 }
 
 // readWithSourceConfig is readWithSource with options set on cfg and opts.
@@ -227,7 +231,9 @@ func readWithSourceConfig(ctx context.Context, e *env, c readCase, ps []pair, cf
 	rc.atTarget = opts.atTarget
 	cfg.Subscriptions = subsOf(ps)
 	cfg.Splits = c.splitsPerSub * c.subs
-	raiseBudgetToStreams(&cfg, c)
+	if !opts.ownBudget {
+		raiseBudgetToStreams(&cfg, c)
+	}
 	// Bounded by idleness, not by count: the time measured is to the last
 	// message's arrival downstream, and a count bound shared by several
 	// splits ends the last ones only once redeliveries settle.

@@ -21,8 +21,8 @@ func (c satReadCase) String() string {
 }
 
 // window is each stream's flow control in the case as the source sets it
-// (source.Config.MaxOutstandingMessages: at its defaults, each stream's
-// share of the buffer budget, at most the default window), so the raw
+// at its default budget (source.Config.MaxOutstandingMessages: each
+// stream's share of the budget, at most the default window), so the raw
 // client reads with the same.
 func (c satReadCase) window() (messages, bytes int) {
 	streams := c.subs * c.splitsPerSub * c.streams
@@ -64,10 +64,10 @@ func (r *satRig) compareSatRead(ctx context.Context, c satReadCase) (string, []s
 	cfg := pubsubio.ReadConfig{ParallelPullCount: c.streams, MaxOutstandingMessages: *satSourceOutstanding}
 	contenders := selected([]entrant{
 		{"source", inProcess, func(ctx context.Context, ps []pair) (float64, error) {
-			return readWithSourceConfig(ctx, r.local, c.readCase, ps, cfg, sourceOptions{})
+			return readWithSourceConfig(ctx, r.local, c.readCase, ps, cfg, sourceOptions{ownBudget: true})
 		}},
 		{"source-worker", worker, func(ctx context.Context, ps []pair) (float64, error) {
-			return readWithSourceConfig(ctx, r.worker, c.readCase, ps, cfg, sourceOptions{})
+			return readWithSourceConfig(ctx, r.worker, c.readCase, ps, cfg, sourceOptions{ownBudget: true})
 		}},
 		{"raw", raw, func(ctx context.Context, ps []pair) (float64, error) {
 			rs := receiveSettings

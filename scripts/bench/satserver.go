@@ -55,6 +55,7 @@ type satSub struct {
 	ready       []int                     // indexes waiting for delivery, in order
 	leases      map[string]*satLease      // ack ID -> delivery
 	acks        []uint8                   // acks per message (saturating)
+	ackedAt     []time.Time               // each message's first ack
 	nextAck     uint64
 	stats       satStats
 }
@@ -96,6 +97,11 @@ type satStats struct {
 	PullStreams  int   `json:"pull_streams"`  // StreamingPull calls
 	PublishCalls int   `json:"publish_calls"` // Publish calls (per topic: on every subscription of it)
 	LastPublish  int64 `json:"last_publish"`  // when the last Publish call arrived, Unix ns
+
+	// From publish to first ack, over the messages acked (the largest of
+	// several subscriptions when summed).
+	AckLatencyP50 time.Duration `json:"ack_latency_p50"`
+	AckLatencyP99 time.Duration `json:"ack_latency_p99"`
 }
 
 // maxResponseBytes keeps a StreamingPull response under gRPC's default
@@ -212,6 +218,7 @@ func (s *satServer) Publish(_ context.Context, r *pubsubpb.PublishRequest) (*pub
 			ss.msgs = append(ss.msgs, m)
 			ss.sizes = append(ss.sizes, proto.Size(m))
 			ss.acks = append(ss.acks, 0)
+			ss.ackedAt = append(ss.ackedAt, time.Time{})
 		}
 		ss.stats.Published += len(stored)
 		ss.stats.PublishCalls++
@@ -341,11 +348,15 @@ func (ss *satSub) ack(ids []string) {
 		return
 	}
 	ss.mu.Lock()
+	now := time.Now()
 	for _, id := range ids {
 		l, ok := ss.release(id)
 		if !ok {
 			ss.stats.StaleAcks++
 			continue
+		}
+		if ss.acks[l.msg] == 0 {
+			ss.ackedAt[l.msg] = now
 		}
 		if ss.acks[l.msg] < 255 {
 			ss.acks[l.msg]++
@@ -434,7 +445,11 @@ func (s *satServer) statsOf(name string) (satStats, error) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	st := ss.stats
-	for _, n := range ss.acks {
+	var latencies []time.Duration
+	for i, n := range ss.acks {
+		if n > 0 {
+			latencies = append(latencies, ss.ackedAt[i].Sub(ss.msgs[i].PublishTime.AsTime()))
+		}
 		switch {
 		case n == 0:
 			st.Unacked++
@@ -446,5 +461,10 @@ func (s *satServer) statsOf(name string) (satStats, error) {
 		}
 	}
 	st.Outstanding = len(ss.leases)
+	if len(latencies) > 0 {
+		slices.Sort(latencies)
+		st.AckLatencyP50 = latencies[len(latencies)/2]
+		st.AckLatencyP99 = latencies[len(latencies)*99/100]
+	}
 	return st, nil
 }

@@ -121,6 +121,8 @@ func (s *satStats) add(o satStats) {
 	s.PullStreams += o.PullStreams
 	s.PublishCalls += o.PublishCalls
 	s.LastPublish = max(s.LastPublish, o.LastPublish)
+	s.AckLatencyP50 = max(s.AckLatencyP50, o.AckLatencyP50)
+	s.AckLatencyP99 = max(s.AckLatencyP99, o.AckLatencyP99)
 }
 
 // measureSaturation runs the read, write and many-destinations cases
