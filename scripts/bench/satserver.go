@@ -98,6 +98,10 @@ type satStats struct {
 	PublishCalls int   `json:"publish_calls"` // Publish calls (per topic: on every subscription of it)
 	LastPublish  int64 `json:"last_publish"`  // when the last Publish call arrived, Unix ns
 
+	// When the first and the last delivery went out, Unix ns.
+	FirstDelivery int64 `json:"first_delivery"`
+	LastDelivery  int64 `json:"last_delivery"`
+
 	// From publish to first ack, over the messages acked (the largest of
 	// several subscriptions when summed).
 	AckLatencyP50 time.Duration `json:"ack_latency_p50"`
@@ -328,6 +332,11 @@ func (ss *satSub) take(ctx context.Context, st *satStream, deadline time.Duratio
 		resp.ReceivedMessages = append(resp.ReceivedMessages, &pubsubpb.ReceivedMessage{AckId: id, Message: ss.msgs[i]})
 	}
 	ss.stats.Deliveries += len(resp.ReceivedMessages)
+	now := time.Now().UnixNano()
+	if ss.stats.FirstDelivery == 0 {
+		ss.stats.FirstDelivery = now
+	}
+	ss.stats.LastDelivery = now
 	return resp
 }
 

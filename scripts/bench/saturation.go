@@ -121,6 +121,10 @@ func (s *satStats) add(o satStats) {
 	s.PullStreams += o.PullStreams
 	s.PublishCalls += o.PublishCalls
 	s.LastPublish = max(s.LastPublish, o.LastPublish)
+	if s.FirstDelivery == 0 || o.FirstDelivery != 0 && o.FirstDelivery < s.FirstDelivery {
+		s.FirstDelivery = o.FirstDelivery
+	}
+	s.LastDelivery = max(s.LastDelivery, o.LastDelivery)
 	s.AckLatencyP50 = max(s.AckLatencyP50, o.AckLatencyP50)
 	s.AckLatencyP99 = max(s.AckLatencyP99, o.AckLatencyP99)
 }
@@ -214,6 +218,16 @@ func judge(name string, js ...judgement) []string {
 		}
 	}
 	return misses
+}
+
+// deliveryRate is the messages per second the server sent: st's
+// deliveries from its first to its last. On Flink a read's output leaves
+// in bursts at checkpoints, so the rate downstream of the read says less.
+func (st satStats) deliveryRate() float64 {
+	if st.LastDelivery <= st.FirstDelivery {
+		return 0
+	}
+	return float64(st.Deliveries) / time.Duration(st.LastDelivery-st.FirstDelivery).Seconds()
 }
 
 // per is a/b, 0 when either is missing.
