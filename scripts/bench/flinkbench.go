@@ -311,8 +311,8 @@ func (r *satRig) flinkPoint(ctx context.Context, c readCase, interval time.Durat
 		return "", err
 	}
 	title := fmt.Sprintf("Publish to ack on Flink at %d msg/s (%s server)", *flinkRate, *satShapeName)
-	figures.add("flink-ack-latency", title, "checkpoint interval (s)", "ms", fmt.Sprintf("p99, parallelism %d", c.splitsPerSub), interval.Seconds(), float64(st.AckLatencyP99.Milliseconds()))
-	figures.add("flink-ack-latency", title, "checkpoint interval (s)", "ms", fmt.Sprintf("p50, parallelism %d", c.splitsPerSub), interval.Seconds(), float64(st.AckLatencyP50.Milliseconds()))
+	figures.add("flink-ack-latency", title, "checkpoint interval (s)", "s", fmt.Sprintf("p99, parallelism %d", c.splitsPerSub), interval.Seconds(), st.AckLatencyP99.Seconds())
+	figures.add("flink-ack-latency", title, "checkpoint interval (s)", "s", fmt.Sprintf("p50, parallelism %d", c.splitsPerSub), interval.Seconds(), st.AckLatencyP50.Seconds())
 	figures.add("flink-backlog-rate", fmt.Sprintf("Backlog read on Flink, 1 KiB (%s server)", *satShapeName), "checkpoint interval (s)", "msg/s", fmt.Sprintf("parallelism %d", c.splitsPerSub), interval.Seconds(), s.rate)
 	return fmt.Sprintf("| Flink, checkpoints every %v | %d | %.0f | %s | %v / %v |\n", interval, c.splitsPerSub, s.rate, micros(s.cpu),
 		st.AckLatencyP50.Round(time.Millisecond), st.AckLatencyP99.Round(time.Millisecond)), nil

@@ -12,9 +12,11 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -74,6 +76,8 @@ func draw(f figure, out string) error {
 	p.Y.Min = 0
 	p.Legend.Top = true
 	p.Legend.Left = true
+	p.Legend.XOffs = vg.Points(8)
+	p.Legend.YOffs = -vg.Points(8)
 	p.Add(plotter.NewGrid())
 	names := make([]string, 0, len(f.Series))
 	for name := range f.Series {
@@ -99,7 +103,25 @@ func draw(f figure, out string) error {
 		p.Legend.Add(name, line, points)
 		p.Y.Max = max(p.Y.Max, maxY(xys)*1.15)
 	}
+	p.Y.Tick.Marker = plot.TickerFunc(evenTicks)
 	return p.Save(8*vg.Inch, 5*vg.Inch, out)
+}
+
+// evenTicks labels about five round steps from lo to hi (gonum's
+// default labels as few as two on some ranges).
+func evenTicks(lo, hi float64) []plot.Tick {
+	step := math.Pow(10, math.Floor(math.Log10((hi-lo)/5)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if (hi-lo)/(step*m) <= 6 {
+			step *= m
+			break
+		}
+	}
+	var ticks []plot.Tick
+	for v := math.Ceil(lo/step) * step; v <= hi; v += step {
+		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
+	}
+	return ticks
 }
 
 func maxY(xys plotter.XYs) float64 {
