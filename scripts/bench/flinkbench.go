@@ -195,17 +195,13 @@ func feed(ctx context.Context, e *env, p pair, n, rate int) error {
 // standalone Prism and the raw client at the same splits: the backlog
 // read's rate and worker CPU, and publish-to-ack latency at a steady feed.
 func measureFlink(ctx context.Context) (string, []string, error) {
-	intervals, err := durations(*flinkIntervals)
+	intervals, err := positives(*flinkIntervals, time.ParseDuration)
 	if err != nil {
 		return "", nil, fmt.Errorf("--flink_intervals: %w", err)
 	}
-	pars, err := ints(*flinkParallelisms)
+	pars, err := positives(*flinkParallelisms, strconv.Atoi)
 	if err != nil {
 		return "", nil, fmt.Errorf("--flink_parallelisms: %w", err)
-	}
-	shape, err := shapeFromFlags()
-	if err != nil {
-		return "", nil, err
 	}
 	r, err := startSatRig(ctx)
 	if err != nil {
@@ -218,7 +214,7 @@ func measureFlink(ctx context.Context) (string, []string, error) {
 	steady = nil
 	var b strings.Builder
 	var misses []string
-	fmt.Fprintf(&b, "\n== flink (embedded cluster; %v; backlog %d msgs of 1 KiB, feed %d msg/s for %d s; one run per point; CPU over each whole run, submission included)\n\n", shape, *flinkMessages, *flinkRate, *flinkSeconds)
+	fmt.Fprintf(&b, "\n== flink (embedded cluster; %v; backlog %d msgs of 1 KiB, feed %d msg/s for %d s; one run per point; CPU over each whole run, submission included)\n\n", r.shape, *flinkMessages, *flinkRate, *flinkSeconds)
 	b.WriteString("| runner | parallelism (splits) | backlog msg/s (server's deliveries) | worker CPU µs/msg | ack latency p50 / p99 at the feed |\n|---|---|---|---|---|\n")
 	for _, par := range pars {
 		c := readCase{size: 1024, splitsPerSub: par, subs: 1, messages: *flinkMessages}
@@ -318,26 +314,15 @@ func (r *satRig) flinkPoint(ctx context.Context, c readCase, interval time.Durat
 		st.AckLatencyP50.Round(time.Millisecond), st.AckLatencyP99.Round(time.Millisecond)), nil
 }
 
-func durations(list string) ([]time.Duration, error) {
-	var out []time.Duration
+// positives parses a comma-separated list of positive values with parse.
+func positives[T int | time.Duration](list string, parse func(string) (T, error)) ([]T, error) {
+	var out []T
 	for _, f := range strings.Split(list, ",") {
-		d, err := time.ParseDuration(strings.TrimSpace(f))
-		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("%q is not a positive duration", f)
+		v, err := parse(strings.TrimSpace(f))
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("%q is not a positive %T", f, v)
 		}
-		out = append(out, d)
-	}
-	return out, nil
-}
-
-func ints(list string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(list, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("%q is not a positive integer", f)
-		}
-		out = append(out, n)
+		out = append(out, v)
 	}
 	return out, nil
 }

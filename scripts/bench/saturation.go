@@ -31,17 +31,22 @@ var (
 // (pipelines on Prism in this process, or on the standalone Prism with
 // this process as the worker).
 type satRig struct {
+	shape         satShape
 	server        *satProcess
 	prism         *prismProcess
 	local, worker *env
 }
 
 func startSatRig(ctx context.Context) (*satRig, error) {
+	shape, err := shapeFromFlags()
+	if err != nil {
+		return nil, err
+	}
 	srv, err := startSaturationServer()
 	if err != nil {
 		return nil, err
 	}
-	r := &satRig{server: srv}
+	r := &satRig{shape: shape, server: srv}
 	if r.prism, err = startPrism(ctx); err != nil {
 		r.stop()
 		return nil, err
@@ -133,10 +138,6 @@ func (s *satStats) add(o satStats) {
 // against the saturation server and returns their tables and every case
 // below its target.
 func measureSaturation(ctx context.Context) (string, []string, error) {
-	shape, err := shapeFromFlags()
-	if err != nil {
-		return "", nil, err
-	}
 	r, err := startSatRig(ctx)
 	if err != nil {
 		return "", nil, err
@@ -144,7 +145,7 @@ func measureSaturation(ctx context.Context) (string, []string, error) {
 	defer r.stop()
 	var report strings.Builder
 	var misses []string
-	fmt.Fprintf(&report, "\n== saturation, %v (%d runs per contender, medians; CPU and allocations over each run's steady state)\n", shape, *runs)
+	fmt.Fprintf(&report, "\n== saturation, %v (%d runs per contender, medians; CPU and allocations over each run's steady state)\n", r.shape, *runs)
 	reads, missed, err := satTable(satReadHeader, satReadCases(), func(c satReadCase) (string, []string, error) { return r.compareSatRead(ctx, c) })
 	if err != nil {
 		return "", nil, err
