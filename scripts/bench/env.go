@@ -9,6 +9,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
 	"github.com/pubsubio/beam-pubsubio/integration/emulator"
+	"github.com/pubsubio/beam-pubsubio/integration/flink"
 	"github.com/pubsubio/beam-pubsubio/pubsubio"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
 )
@@ -24,6 +25,9 @@ type env struct {
 	// jobServer is a standalone Prism's endpoint; if empty, pipelines run
 	// on Prism in this process (env.run).
 	jobServer string
+	// flink, when set, runs pipelines on that Flink instead, this process
+	// their LOOPBACK worker.
+	flink *flink.Flink
 }
 
 func newEnv(ctx context.Context, endpoint string) (*env, error) {

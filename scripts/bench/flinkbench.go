@@ -27,6 +27,7 @@ var (
 	flinkRate         = flag.Int("flink_rate", 1000, "msg/s of 1 KiB fed to the flink case's ack-latency runs")
 	flinkSeconds      = flag.Int("flink_seconds", 20, "how long each ack-latency run of the flink case is fed")
 	flinkBundle       = flag.Int("flink_max_records_per_bundle", 0, "MaxRecordsPerBundle of the read on Flink (0: the default)")
+	flinkWrites       = flag.Int("flink_write_messages", 100000, "messages of 1 KiB per write run of the flink case, to one topic")
 )
 
 // flinkRun is one Flink job reading from the saturation server, with this
@@ -216,6 +217,10 @@ func measureFlink(ctx context.Context) (string, []string, error) {
 	var misses []string
 	fmt.Fprintf(&b, "\n== flink (embedded cluster; %v; backlog %d msgs of 1 KiB, feed %d msg/s for %d s; one run per point; CPU over each whole run, submission included)\n\n", r.shape, *flinkMessages, *flinkRate, *flinkSeconds)
 	b.WriteString("| runner | parallelism (splits) | backlog msg/s (server's deliveries) | worker CPU µs/msg | ack latency p50 / p99 at the feed |\n|---|---|---|---|---|\n")
+	writes, err := r.flinkWrites(ctx, pars)
+	if err != nil {
+		misses = append(misses, fmt.Sprintf("flink writes: %v", err))
+	}
 	for _, par := range pars {
 		c := readCase{size: 1024, splitsPerSub: par, subs: 1, messages: *flinkMessages}
 		row, err := r.baselines(ctx, c)
@@ -235,7 +240,53 @@ func measureFlink(ctx context.Context) (string, []string, error) {
 			fmt.Print(row)
 		}
 	}
-	return b.String(), misses, nil
+	return b.String() + writes, misses, nil
+}
+
+// flinkWrites writes --flink_write_messages to one topic with the sink on
+// Flink's embedded cluster (checkpoints off: a bounded write then ends) at
+// each parallelism, beside the sink on the standalone Prism and the raw
+// publisher; one run each. It returns their table.
+func (r *satRig) flinkWrites(ctx context.Context, pars []int) (string, error) {
+	c := writeCase{size: 1024, topics: 1, messages: *flinkWrites}
+	// Steady state, as the saturation writes: from the first message's
+	// creation to the last Publish call the server received (writeRun).
+	steady = &window{}
+	defer func() { steady = nil }()
+	b := fmt.Sprintf("\n| write 1 KiB, one topic, %d msgs | msg/s | worker CPU µs/msg | msgs per Publish |\n|---|---|---|---|\n", c.messages)
+	row := func(name string, e *env, write func(context.Context, *env, writeCase, []pair) (float64, error)) error {
+		s, rpcs, err := r.writeRun(ctx, name, c, func(ctx context.Context, ps []pair) (float64, error) { return write(ctx, e, c, ps) })
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		b += fmt.Sprintf("| %s | %.0f | %s | %.1f |\n", name, s.rate, micros(s.cpu), float64(c.messages)/float64(rpcs))
+		return nil
+	}
+	if err := row("raw publisher", r.local, writeRaw); err != nil {
+		return b, err
+	}
+	if err := row("sink, Prism, worker out of process", r.worker, writeWithSink); err != nil {
+		return b, err
+	}
+	for _, par := range pars {
+		dir, err := os.MkdirTemp("", "bench-flink")
+		if err != nil {
+			return b, err
+		}
+		f, err := flink.Launch(ctx, dir, flink.Options{Parallelism: par})
+		if err == nil {
+			e := *r.local
+			e.flink = f
+			err = row(fmt.Sprintf("sink, Flink, parallelism %d", par), &e, writeWithSink)
+			err = errors.Join(err, f.Stop())
+		}
+		os.RemoveAll(dir)
+		if err != nil {
+			return b, err
+		}
+	}
+	fmt.Print(b)
+	return b, nil
 }
 
 // baselines are the raw client's and the standalone Prism's rows for c.

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	jobpb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/jobmanagement_v1"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
+	beamflink "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/flink"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -26,8 +27,13 @@ var inProcessJobServer string
 // run runs p on Prism: in this process when e.jobServer is empty (what a
 // local user gets), else on that standalone Prism with this process as its
 // SDK worker (LOOPBACK), so this process's CPU is the worker's alone, as a
-// Dataflow or Flink worker's would be.
+// Dataflow or Flink worker's would be; or on e.flink, when set.
 func (e *env) run(ctx context.Context, p *beam.Pipeline) error {
+	if e.flink != nil {
+		*jobopts.Endpoint, *jobopts.EnvironmentType = e.flink.Endpoint, "LOOPBACK"
+		_, err := beamflink.Execute(ctx, p)
+		return err
+	}
 	*jobopts.Endpoint = e.jobServer
 	if e.jobServer == "" {
 		*jobopts.Endpoint = inProcessJobServer

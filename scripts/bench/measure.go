@@ -92,7 +92,7 @@ func (w *window) end() {
 	}
 }
 
-func (w *window) complete() bool { return w.done.Load() && w.from.cpu > 0 }
+func (w *window) complete() bool { return w != nil && w.done.Load() && w.from.cpu > 0 }
 
 func usage() (cpu time.Duration, mallocs uint64) {
 	var ru syscall.Rusage
