@@ -151,3 +151,20 @@ func (e *env) warmUp(ctx context.Context, n int) error {
 	_, err = readRawAtPrototypeStreams(ctx, e, readCase{size: 1024, splitsPerSub: 1, subs: 1, messages: n}, ps)
 	return err
 }
+
+// feed publishes n messages of size bytes with pub at rate msg/s, each
+// at its time from the first, and waits for every result.
+func feed(ctx context.Context, pub *pubsub.Publisher, n, rate, size int) error {
+	start := time.Now()
+	results := make([]*pubsub.PublishResult, n)
+	for i := range results {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(rate))))
+		results[i] = pub.Publish(ctx, &pubsub.Message{Data: emulator.Payload(i, size)})
+	}
+	for _, r := range results {
+		if _, err := r.Get(ctx); err != nil {
+			return fmt.Errorf("feeding %s: %w", pub, err)
+		}
+	}
+	return nil
+}

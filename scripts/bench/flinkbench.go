@@ -10,12 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"cloud.google.com/go/pubsub/v2"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	beamflink "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/flink"
 
-	"github.com/pubsubio/beam-pubsubio/integration/emulator"
 	"github.com/pubsubio/beam-pubsubio/integration/flink"
 	"github.com/pubsubio/beam-pubsubio/pubsubio"
 )
@@ -136,6 +134,8 @@ func (r *satRig) ackLatency(ctx context.Context, f *flink.Flink, splits int) (sa
 	}
 	defer r.local.drop(ctx, ps)
 	n := *flinkRate * *flinkSeconds
+	pub := r.local.client.Publisher(ps[0].topic.String())
+	defer pub.Stop()
 	if f == nil {
 		ran := make(chan error, 1)
 		go func() { // bounded by idleness once the feed ends
@@ -143,7 +143,7 @@ func (r *satRig) ackLatency(ctx context.Context, f *flink.Flink, splits int) (sa
 			_, err := readWithSourceConfig(ctx, r.worker, c, ps, pubsubio.ReadConfig{}, sourceOptions{ownBudget: true})
 			ran <- err
 		}()
-		err = errors.Join(feed(ctx, r.local, ps[0], n, *flinkRate), <-ran)
+		err = errors.Join(feed(ctx, pub, n, *flinkRate, 1024), <-ran)
 	} else {
 		run := ps[0].sub.ID
 		rc, forget := newRunCount(run, n)
@@ -152,7 +152,7 @@ func (r *satRig) ackLatency(ctx context.Context, f *flink.Flink, splits int) (sa
 		if err != nil {
 			return satStats{}, err
 		}
-		err = feed(ctx, r.local, ps[0], n, *flinkRate)
+		err = feed(ctx, pub, n, *flinkRate, 1024)
 		if err == nil {
 			select {
 			case <-rc.done:
@@ -165,30 +165,6 @@ func (r *satRig) ackLatency(ctx context.Context, f *flink.Flink, splits int) (sa
 	}
 	st, verr := r.verify(ctx, ps, n)
 	return st, errors.Join(err, verr)
-}
-
-// feed publishes n messages of 1 KiB to p at rate msg/s, a batch every 10
-// ms, each message stamped when it is published.
-func feed(ctx context.Context, e *env, p pair, n, rate int) error {
-	pub := e.client.Publisher(p.topic.String())
-	defer pub.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	start := time.Now()
-	var results []*pubsub.PublishResult
-	for sent := 0; sent < n; {
-		<-tick.C
-		due := min(n, int(time.Since(start).Seconds()*float64(rate)))
-		for ; sent < due; sent++ {
-			results = append(results, pub.Publish(ctx, &pubsub.Message{Data: emulator.Payload(sent, 1024)}))
-		}
-	}
-	for _, res := range results {
-		if _, err := res.Get(ctx); err != nil {
-			return fmt.Errorf("feeding %s: %w", p.topic, err)
-		}
-	}
-	return nil
 }
 
 // measureFlink reads from the saturation server on Flink's embedded

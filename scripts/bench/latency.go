@@ -13,7 +13,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
-	"github.com/pubsubio/beam-pubsubio/integration/emulator"
 	"github.com/pubsubio/beam-pubsubio/pubsubio"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/source"
 )
@@ -125,16 +124,8 @@ func measureLatency(ctx context.Context, e *env, rate, seconds, size int) (laten
 	source.ResetAckLatency()
 
 	n := rate * seconds
-	start := time.Now()
-	var results []*pubsub.PublishResult
-	for i := range n {
-		time.Sleep(time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(rate))))
-		results = append(results, pub.Publish(ctx, &pubsub.Message{Data: emulator.Payload(i, size)}))
-	}
-	for _, r := range results {
-		if _, err := r.Get(ctx); err != nil {
-			return res, err
-		}
+	if err := feed(ctx, pub, n, rate, size); err != nil {
+		return res, err
 	}
 	if err := awaitCount(n, 2*time.Minute); err != nil {
 		return res, err
