@@ -359,6 +359,21 @@ func (f *Flink) SetRestore(path string) error {
 	return f.proxy.SetOptions(JobOptions(f.opts))
 }
 
+// ProcessGroups are the process groups of this Flink's JVMs (job server,
+// JobManager, TaskManagers), each a JVM and what it started: the SDK
+// workers of a PROCESS environment are in their TaskManager's group.
+func (f *Flink) ProcessGroups() []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var groups []int
+	for _, p := range append([]*process{f.jobServer, f.jobManager}, f.taskManagers...) {
+		if p != nil {
+			groups = append(groups, p.pid)
+		}
+	}
+	return groups
+}
+
 // PipelineOptions returns the Beam Java pipeline options the proxy adds to
 // every job.
 func (f *Flink) PipelineOptions() map[string]any { return f.proxy.Options() }

@@ -14,24 +14,35 @@ import (
 // Go SDK container's boot program.
 
 // ProcessRunnerArgs are the flags that submit a Beam Go pipeline to this
-// Flink with SDK workers started by each TaskManager: boot is the Go SDK
-// container's boot program (github.com/apache/beam/sdks/v2/go/container,
-// built), which fetches worker (the pipeline's binary, staged by the
-// submitter) from the job server's artifact service and runs it. Unlike
-// LOOPBACK this works with a job's tasks on several TaskManagers
-// (Options.SpreadTasks). Each SDK worker gets its own directory for the
-// staged files (bootWrapper).
+// Flink with SDK workers started by each TaskManager (see
+// ProcessEnvironment), and pubsubio's commit flags for it.
 func (f *Flink) ProcessRunnerArgs(boot, worker string) ([]string, error) {
-	wrapper, err := f.bootWrapper(boot)
+	config, err := f.ProcessEnvironment(boot, worker)
 	if err != nil {
 		return nil, err
+	}
+	return append([]string{"--runner=flink", "--endpoint=" + f.Endpoint, "--environment_type=PROCESS",
+		"--environment_config=" + config, "--worker_binary=" + worker}, f.commitArgs()...), nil
+}
+
+// ProcessEnvironment returns the --environment_config of
+// --environment_type=PROCESS for this Flink: each TaskManager starts its
+// SDK workers with boot, the Go SDK container's boot program
+// (github.com/apache/beam/sdks/v2/go/container, built), which fetches
+// worker (the pipeline's binary, staged by the submitter from
+// --worker_binary) from the job server's artifact service and runs it.
+// Unlike LOOPBACK this works with a job's tasks on several TaskManagers
+// (Options.SpreadTasks). Each SDK worker gets its own directory for the
+// staged files (bootWrapper); Stop removes boot's copies of worker.
+func (f *Flink) ProcessEnvironment(boot, worker string) (string, error) {
+	wrapper, err := f.bootWrapper(boot)
+	if err != nil {
+		return "", err
 	}
 	f.mu.Lock()
 	f.workers = append(f.workers, worker)
 	f.mu.Unlock()
-	config := `{"command":` + strconv.Quote(wrapper) + `}`
-	return append([]string{"--runner=flink", "--endpoint=" + f.Endpoint, "--environment_type=PROCESS",
-		"--environment_config=" + config, "--worker_binary=" + worker}, f.commitArgs()...), nil
+	return `{"command":` + strconv.Quote(wrapper) + `}`, nil
 }
 
 // bootWrapper writes a script that runs boot with a semi-persistent
