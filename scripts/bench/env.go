@@ -25,8 +25,8 @@ type env struct {
 	// jobServer is a standalone Prism's endpoint; if empty, pipelines run
 	// on Prism in this process (env.run).
 	jobServer string
-	// flink, when set, runs pipelines on that Flink instead, this process
-	// their LOOPBACK worker.
+	// flink, when set, runs pipelines on that Flink instead (submitTo says
+	// where their workers run).
 	flink *flink.Flink
 }
 

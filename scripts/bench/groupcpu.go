@@ -26,30 +26,50 @@ const clockTicks = 100
 // groupCPU is the CPU used so far by every process of the group (for the
 // emulator its launcher script and the JVM), 0 for group 0.
 func groupCPU(group int) time.Duration {
-	if group == 0 {
-		return 0
+	var cpu time.Duration
+	for _, p := range procStats() {
+		if group != 0 && p.pgrp == group {
+			cpu += p.own
+		}
 	}
+	return cpu
+}
+
+// procStat is one process's figures from /proc/PID/stat (proc(5)).
+type procStat struct {
+	pgrp     int
+	comm     string
+	own      time.Duration // utime + stime
+	children time.Duration // cutime + cstime: its children reaped so far
+}
+
+// procStats reads every process's figures.
+func procStats() []procStat {
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	var ticks int64
+	var out []procStat
 	for _, p := range stats {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			continue // the process ended meanwhile
 		}
 		// The command name, in parentheses, may hold spaces: fields are
-		// counted after its closing parenthesis (proc(5): state is field 3,
-		// pgrp 5, utime 14, stime 15).
+		// counted after its closing parenthesis (state is field 3, pgrp 5,
+		// utime 14, stime 15, cutime 16, cstime 17).
 		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) < 13 {
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || end < open {
 			continue
 		}
-		if pgrp, _ := strconv.Atoi(f[2]); pgrp != group {
+		f := strings.Fields(s[end+1:])
+		if len(f) < 15 {
 			continue
 		}
-		utime, _ := strconv.ParseInt(f[11], 10, 64)
-		stime, _ := strconv.ParseInt(f[12], 10, 64)
-		ticks += utime + stime
+		pgrp, _ := strconv.Atoi(f[2])
+		ticks := func(i int) time.Duration {
+			t, _ := strconv.ParseInt(f[i], 10, 64)
+			return time.Duration(t) * time.Second / clockTicks
+		}
+		out = append(out, procStat{pgrp: pgrp, comm: s[open+1 : end], own: ticks(11) + ticks(12), children: ticks(13) + ticks(14)})
 	}
-	return time.Duration(ticks) * time.Second / clockTicks
+	return out
 }

@@ -27,11 +27,15 @@ var inProcessJobServer string
 // run runs p on Prism: in this process when e.jobServer is empty (what a
 // local user gets), else on that standalone Prism with this process as its
 // SDK worker (LOOPBACK), so this process's CPU is the worker's alone, as a
-// Dataflow or Flink worker's would be; or on e.flink, when set.
+// Dataflow or Flink worker's would be; or on e.flink, when set (submitTo).
 func (e *env) run(ctx context.Context, p *beam.Pipeline) error {
 	if e.flink != nil {
-		*jobopts.Endpoint, *jobopts.EnvironmentType = e.flink.Endpoint, "LOOPBACK"
-		_, err := beamflink.Execute(ctx, p)
+		restore, err := submitTo(e.flink, "")
+		if err != nil {
+			return err
+		}
+		defer restore()
+		_, err = beamflink.Execute(ctx, p)
 		return err
 	}
 	*jobopts.Endpoint = e.jobServer

@@ -95,11 +95,16 @@ func (w *window) end() {
 func (w *window) complete() bool { return w != nil && w.done.Load() && w.from.cpu > 0 }
 
 func usage() (cpu time.Duration, mallocs uint64) {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ms.Mallocs
+	return selfCPU(), ms.Mallocs
+}
+
+// selfCPU is the CPU this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // contender is one side of a comparison, run by run.

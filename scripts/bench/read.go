@@ -170,8 +170,14 @@ func newRunCount(run string, target int) (*runCount, func()) {
 	return rc, func() { counts.Delete(run) }
 }
 
+// countOne counts a message of run. In a worker process of its own
+// (Flink's PROCESS environment) no run is registered: the server's acks
+// tell those runs' progress.
 func countOne(run string) {
-	v, _ := counts.Load(run)
+	v, ok := counts.Load(run)
+	if !ok {
+		return
+	}
 	rc := v.(*runCount)
 	now := time.Now()
 	if rc.first.CompareAndSwap(nil, &now) {

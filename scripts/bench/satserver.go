@@ -96,11 +96,14 @@ type satStats struct {
 	AckRequests  int   `json:"ack_requests"`  // Acknowledge calls
 	PullStreams  int   `json:"pull_streams"`  // StreamingPull calls
 	PublishCalls int   `json:"publish_calls"` // Publish calls (per topic: on every subscription of it)
+	FirstPublish int64 `json:"first_publish"` // when the first Publish call arrived, Unix ns
 	LastPublish  int64 `json:"last_publish"`  // when the last Publish call arrived, Unix ns
 
 	// When the first and the last delivery went out, Unix ns.
 	FirstDelivery int64 `json:"first_delivery"`
 	LastDelivery  int64 `json:"last_delivery"`
+	// When the last ack of a message not acked before arrived, Unix ns.
+	LastAck int64 `json:"last_ack"`
 
 	// From publish to first ack, over the messages acked (the largest of
 	// several subscriptions when summed).
@@ -227,6 +230,9 @@ func (s *satServer) Publish(_ context.Context, r *pubsubpb.PublishRequest) (*pub
 		ss.stats.Published += len(stored)
 		ss.stats.PublishCalls++
 		ss.stats.LastPublish = now.AsTime().UnixNano()
+		if ss.stats.FirstPublish == 0 {
+			ss.stats.FirstPublish = ss.stats.LastPublish
+		}
 		ss.mu.Unlock()
 		ss.cond.Broadcast()
 	}
@@ -366,6 +372,7 @@ func (ss *satSub) ack(ids []string) {
 		}
 		if ss.acks[l.msg] == 0 {
 			ss.ackedAt[l.msg] = now
+			ss.stats.LastAck = now.UnixNano()
 		}
 		if ss.acks[l.msg] < 255 {
 			ss.acks[l.msg]++

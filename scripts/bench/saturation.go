@@ -111,6 +111,14 @@ func (r *satRig) statsOf(ctx context.Context, ps []pair) (satStats, error) {
 	return sum, nil
 }
 
+// earliest is the earlier of two Unix times, 0 standing for none.
+func earliest(a, b int64) int64 {
+	if a == 0 || b != 0 && b < a {
+		return b
+	}
+	return a
+}
+
 func (s *satStats) add(o satStats) {
 	s.Published += o.Published
 	s.Acked += o.Acked
@@ -126,10 +134,10 @@ func (s *satStats) add(o satStats) {
 	s.PullStreams += o.PullStreams
 	s.PublishCalls += o.PublishCalls
 	s.LastPublish = max(s.LastPublish, o.LastPublish)
-	if s.FirstDelivery == 0 || o.FirstDelivery != 0 && o.FirstDelivery < s.FirstDelivery {
-		s.FirstDelivery = o.FirstDelivery
-	}
+	s.FirstPublish = earliest(s.FirstPublish, o.FirstPublish)
+	s.FirstDelivery = earliest(s.FirstDelivery, o.FirstDelivery)
 	s.LastDelivery = max(s.LastDelivery, o.LastDelivery)
+	s.LastAck = max(s.LastAck, o.LastAck)
 	s.AckLatencyP50 = max(s.AckLatencyP50, o.AckLatencyP50)
 	s.AckLatencyP99 = max(s.AckLatencyP99, o.AckLatencyP99)
 }

@@ -117,8 +117,14 @@ func writeRaw(ctx context.Context, e *env, c writeCase, ps []pair) (float64, err
 // starts records when each run's generator began.
 var starts sync.Map // run ID -> *atomic.Pointer[time.Time]
 
+// markStart records that run's generator began. In a worker process of
+// its own (Flink's PROCESS environment) no run is registered: the server's
+// figures time those.
 func markStart(run string) {
-	v, _ := starts.Load(run)
+	v, ok := starts.Load(run)
+	if !ok {
+		return
+	}
 	now := time.Now()
 	if v.(*atomic.Pointer[time.Time]).CompareAndSwap(nil, &now) {
 		steady.begin()
@@ -166,8 +172,12 @@ func runPipeline(ctx context.Context, e *env, run string, n int, p *beam.Pipelin
 	if err := e.run(ctx, p); err != nil {
 		return 0, err
 	}
+	first := start.Load()
+	if first == nil { // generated in a worker process of Flink's (PROCESS): the server times it
+		return 0, nil
+	}
 	steady.end()
-	return float64(n) / time.Since(*start.Load()).Seconds(), nil
+	return float64(n) / time.Since(*first).Seconds(), nil
 }
 
 func writeWithSink(ctx context.Context, e *env, c writeCase, ps []pair) (float64, error) {
