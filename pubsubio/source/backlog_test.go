@@ -305,7 +305,10 @@ func TestBacklogSlowMonitoringDoesNotHoldTheRead(t *testing.T) {
 		t.Fatalf("the call ended (%d failures) before the read's calls returned: they waited for it", d)
 	}
 
-	awaitCondition(t, "the failure at RPCTimeout", func() bool { return backlogSampleFailures.Load()-failures == 1 })
+	// The failure is counted, then logged: wait for both.
+	awaitCondition(t, "the failure at RPCTimeout, counted and logged", func() bool {
+		return backlogSampleFailures.Load()-failures == 1 && len(logs.matching("sampling the backlog")) > 0
+	})
 	if n := len(srv.Requests()); n != 1 {
 		t.Errorf("%d calls, want the one, not retried", n)
 	}
