@@ -366,12 +366,22 @@ func (f *Flink) ProcessGroups() []int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var groups []int
-	for _, p := range append([]*process{f.jobServer, f.jobManager}, f.taskManagers...) {
-		if p != nil {
-			groups = append(groups, p.pid)
-		}
+	for _, p := range f.processes() {
+		groups = append(groups, p.pid)
 	}
 	return groups
+}
+
+// processes are the JVMs started, in the order Stop kills them: the job
+// server, the TaskManagers, the JobManager. Call it with f.mu held.
+func (f *Flink) processes() []*process {
+	var procs []*process
+	for _, p := range append(append([]*process{f.jobServer}, f.taskManagers...), f.jobManager) {
+		if p != nil {
+			procs = append(procs, p)
+		}
+	}
+	return procs
 }
 
 // PipelineOptions returns the Beam Java pipeline options the proxy adds to
@@ -509,14 +519,9 @@ func (f *Flink) Stop() error {
 		f.proxy.Stop()
 	}
 	var errs []error
-	procs := []*process{f.jobServer}
-	procs = append(procs, f.taskManagers...)
-	procs = append(procs, f.jobManager)
-	for _, p := range procs {
-		if p != nil {
-			if err := p.kill(); err != nil {
-				errs = append(errs, err)
-			}
+	for _, p := range f.processes() {
+		if err := p.kill(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	for _, w := range f.workers {

@@ -26,9 +26,12 @@ const clockTicks = 100
 // groupCPU is the CPU used so far by every process of the group (for the
 // emulator its launcher script and the JVM), 0 for group 0.
 func groupCPU(group int) time.Duration {
+	if group == 0 {
+		return 0
+	}
 	var cpu time.Duration
 	for _, p := range procStats() {
-		if group != 0 && p.pgrp == group {
+		if p.pgrp == group {
 			cpu += p.own
 		}
 	}
