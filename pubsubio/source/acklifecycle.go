@@ -198,13 +198,14 @@ func (l *ledger) drain(max int, seq int64, now time.Time) []*delivery {
 	return out
 }
 
-// ack acks the pending deliveries among ids and returns how many it acked.
-// IDs it does not hold were acked already, or given back and redelivered.
-func (l *ledger) ack(ids []ackID, now time.Time) int {
+// ack acks the deliveries among ids that bundle seq emitted and returns
+// how many it acked. IDs it does not hold were acked already, or given
+// back; those of another bundle were taken back and emitted again.
+func (l *ledger) ack(ids []ackID, seq int64, now time.Time) int {
 	l.pruneRecentAcks(now)
 	n := 0
 	for _, id := range ids {
-		if d := l.pending[id]; d != nil {
+		if d := l.pending[id]; d != nil && d.seq == seq {
 			l.end(d, ackIt, 0)
 			ackLatencies.record(now.Sub(d.drained))
 			if !d.exactlyOnce { // its answer says whether it was sent
@@ -264,6 +265,16 @@ func (l *ledger) giveBackAll(reason counter) []string {
 	return remoteAckIDs(ids)
 }
 
+// giveBackEmitted gives back the deliveries among ids that bundle seq
+// emitted: no commit will cover them.
+func (l *ledger) giveBackEmitted(ids []ackID, seq int64) {
+	for _, id := range ids {
+		if d := l.pending[id]; d != nil && d.seq == seq {
+			l.end(d, nackIt, nackedUncommitted)
+		}
+	}
+}
+
 // oldestBuffered is the oldest event time among deliveries not yet
 // emitted, buffered or withheld, zero if none.
 func (l *ledger) oldestBuffered() time.Time {
@@ -276,13 +287,6 @@ func (l *ledger) oldestBuffered() time.Time {
 		}
 	}
 	return oldest
-}
-
-// ack acks ids, emitted by this process, through the held messages.
-func (r *splitReader) ack(ids []ackID) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.ledger.ack(ids, r.now())
 }
 
 // sendByRPC sends acks and nacks with the RPCs, bounded by the shutdown

@@ -10,35 +10,33 @@ import (
 // fails after beginBundle, abandonBundle gives back what it emitted. Each
 // step takes the reader's lock once.
 
-// beginBundle acks what the bundles before rest emitted as far as the
-// runner has made it durable (commit.go; under CommitResume, all that the
-// bundle before rest emitted: the runner persisted rest, so it committed
-// that bundle), gives back what an earlier attempt of this bundle emitted
-// (a retry), makes sure the subscriber runs, and returns up to limit
-// buffered deliveries for the bundle to emit. For a final restriction it
-// only acks and gives back.
+// beginBundle takes back what an earlier attempt of this bundle emitted (a
+// retry), acks what the bundles before rest emitted as far as the runner
+// has made it durable (gate.go), makes sure the subscriber runs, and
+// returns up to limit buffered deliveries for the bundle to emit. For a
+// final restriction it only takes back and acks.
 func (r *splitReader) beginBundle(ctx context.Context, rest Restriction, limit int) ([]*delivery, error) {
+	r.mu.Lock()
 	now := r.now()
-	local, remote, err := r.committed(rest, now)
-	if err != nil {
-		return nil, err
-	}
+	r.lastPolled = now
+	// Anything this split emitted under this bundle's number or later is
+	// output the runner discarded: this bundle is a retry, which emits it
+	// again (requeue.go). Taken back before anything is acked.
+	r.ledger.requeueFrom(rest.Seq, nil, r.cfg.Ordering == OrderingPerKey)
+	c, err := r.gate.begin(rest)
+	remote := r.carryOut(c, r.gate.acks())
+	r.mu.Unlock()
 	// Emitted by another process: only the RPC can ack them, and it is a
 	// network call, made without the lock.
 	r.ackRemote(ctx, remote)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.lastPolled = now
-	if len(local) > 0 {
-		r.stats.add(r.ackCounter(), r.ledger.ack(local, now))
+	if err != nil {
+		return nil, errCannotAck(r, err)
 	}
-	// Anything this split emitted under this bundle's number or later is
-	// output the runner discarded: this bundle is a retry, which emits it
-	// again (requeue.go).
-	r.ledger.requeueFrom(rest.Seq, nil, r.cfg.Ordering == OrderingPerKey)
 	if rest.Final {
 		return nil, nil
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if err := r.startLocked(ctx); err != nil {
 		return nil, err
 	}

@@ -31,6 +31,7 @@ const (
 	DefaultWatermarkIdle          = 10 * time.Second       // see Config.WatermarkIdle
 	DefaultWatermarkLateness      = time.Second            // see Config.WatermarkLateness
 	DefaultWatermarkMaxOutage     = 5 * time.Minute        // see Config.WatermarkMaxOutage
+	DefaultFlinkPatience          = 10 * time.Minute       // see FlinkCheckpoints.Patience
 )
 
 // Config configures a read. Only Subscriptions or Topics is required;
@@ -284,6 +285,7 @@ func (cfg Config) withDefaults() (Config, ownedSubscriptions, error) {
 	construct.Default(&cfg.WatermarkMaxOutage, DefaultWatermarkMaxOutage)
 	construct.Default(&cfg.LatePolicy, LateEmit)
 	construct.Default(&cfg.Backlog, BacklogAuto)
+	construct.Default(&cfg.Flink.Patience, DefaultFlinkPatience)
 	cfg, owned, topicErrs := cfg.withTopics()
 	cfg.setupWithDefaults()
 	cfg.flowControlFromBudget()

@@ -335,13 +335,18 @@ func drain(r *splitReader, max int, seq int64) []*delivery {
 	return r.ledger.drain(max, seq, r.now())
 }
 
-// ack acks ids through the held messages, as the next bundle does.
+// ack acks ids through the held messages, as the next bundle does: each
+// as the bundle that emitted it.
 func ack(r *splitReader, ids []string) int {
-	ackIDs := make([]ackID, len(ids))
-	for i, id := range ids {
-		ackIDs[i] = ackID(id)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, id := range ids {
+		if d := r.ledger.pending[ackID(id)]; d != nil {
+			n += r.ledger.ack([]ackID{d.ackID}, d.seq, r.now())
+		}
 	}
-	return r.ack(ackIDs)
+	return n
 }
 
 // state is what a bundle ending now sees; it moves the split's own

@@ -50,6 +50,7 @@ func (cfg Config) checkLimits() []error {
 		construct.Bound[time.Duration]{Option: "WatermarkIdle", Value: cfg.WatermarkIdle, Min: 100 * time.Millisecond, Max: time.Hour},
 		construct.Bound[time.Duration]{Option: "WatermarkLateness", Value: cfg.WatermarkLateness, Min: time.Millisecond, Max: 24 * time.Hour},
 		construct.Bound[time.Duration]{Option: "WatermarkMaxOutage", Value: cfg.WatermarkMaxOutage, Min: time.Second, Max: 24 * time.Hour},
+		construct.Bound[time.Duration]{Option: "Flink.Patience", Value: cfg.Flink.Patience, Min: time.Second, Max: 24 * time.Hour},
 	)...)
 	if len(errs) > 0 {
 		return errs // the cross-checks below assume values in range

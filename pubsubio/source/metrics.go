@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/flinkjob"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics"
 )
 
@@ -47,7 +48,6 @@ const (
 	watermarkSkippedStale       // splits left out of the read's watermark for not being polled
 	givenBackUntracked          // given back past maxGivenBack: they do not hold the watermark
 	givenBackUnseen             // given back and not seen again within WatermarkWindow
-	checkpointPollFailures      // requests to Flink's REST API for completed checkpoints that failed
 	numCounters
 )
 
@@ -84,7 +84,6 @@ var counterNames = [numCounters]string{
 	watermarkSkippedStale:       "watermark_splits_skipped_stale",
 	givenBackUntracked:          "given_back_untracked",
 	givenBackUnseen:             "given_back_unseen",
-	checkpointPollFailures:      "checkpoint_poll_failures",
 }
 
 var (
@@ -121,6 +120,7 @@ func (s *stats) flush(ctx context.Context, b *budget) {
 	for _, c := range s.counts {
 		c.Report(ctx)
 	}
+	flinkjob.Report(ctx)
 	s.failedAcks.Report(ctx)
 	s.attempts.Report(ctx)
 	msgs, bytes := b.usage()

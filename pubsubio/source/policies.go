@@ -1,5 +1,7 @@
 package source
 
+import "time"
+
 // OrderingMode says whether the read preserves per-ordering-key order.
 type OrderingMode string
 
@@ -87,4 +89,11 @@ type FlinkCheckpoints struct {
 	// used; one of them must be set, and unique among the cluster's running
 	// jobs.
 	Job string
+	// Patience is how long acks wait for the REST API to answer: a failed
+	// request (a JobManager electing its leader answers 503) only delays
+	// them, and past Patience without one successful poll every bundle
+	// fails, saying what it asked and what it got. If zero,
+	// DefaultFlinkPatience (10 min) is used. docs/runners.md, Running on
+	// Flink.
+	Patience time.Duration
 }

@@ -109,10 +109,8 @@ func (fn *finalizingReadFn) StartBundle(context.Context, emitFn, deadFn) {
 }
 
 func (fn *finalizingReadFn) ProcessElement(ctx context.Context, we *watermarkEstimator, bf beam.BundleFinalization, rt *sdf.LockRTracker, split Split, emit emitFn, dead deadFn) (sdf.ProcessContinuation, error) {
-	return fn.runBundle(ctx, we, rt, split, emit, dead, func(r *splitReader, ids []ackID) {
-		fn.watch.register(ctx, bf, time.Now(), func() {
-			fn.rs.stats.add(acksFinalization, r.ack(ids))
-		})
+	return fn.runBundle(ctx, we, rt, split, emit, dead, func(r *splitReader, seq int64, ids []ackID) {
+		fn.watch.register(ctx, bf, time.Now(), func() { r.finalized(seq, ids) })
 	})
 }
 
@@ -120,7 +118,7 @@ func (fn *finalizingReadFn) ProcessElement(ctx context.Context, we *watermarkEst
 // emitted, emit what is buffered, and checkpoint with this bundle's ack
 // IDs. finalize, when set, registers the early ack of this bundle's
 // messages.
-func (fn *readFn) runBundle(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, split Split, emit emitFn, dead deadFn, finalize func(*splitReader, []ackID)) (sdf.ProcessContinuation, error) {
+func (fn *readFn) runBundle(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, split Split, emit emitFn, dead deadFn, finalize func(r *splitReader, seq int64, ids []ackID)) (sdf.ProcessContinuation, error) {
 	rest := rt.GetRestriction().(Restriction)
 	key := splitKey{read: fn.ReadID, index: split.Index}
 	r, rs := readers.reader(key, split, fn.Cfg)
@@ -137,7 +135,7 @@ func (fn *readFn) runBundle(ctx context.Context, we *watermarkEstimator, rt *sdf
 	// The answers to exactly-once acks (exactlyonce.go) arrive while the
 	// bundle emits.
 	defer r.confirmAcks(ctx)
-	if rest.Final && err == nil && r.awaitingCommit() {
+	if rest.Final && err == nil && r.waitingForCommit() {
 		// What the split emitted last waits for a checkpoint to cover it:
 		// the split ends once it is acked, not before.
 		rt.Mu.Lock()
@@ -160,7 +158,7 @@ func (fn *readFn) runBundle(ctx context.Context, we *watermarkEstimator, rt *sdf
 		return sdf.StopProcessing(), err
 	}
 	if finalize != nil {
-		finalize(r, out.claimed)
+		finalize(r, rest.Seq, out.claimed)
 	}
 
 	state := r.endBundle(out.nacks, fn.Cfg.watermarkPolicy())

@@ -72,11 +72,8 @@ type splitReader struct {
 	waiting int
 	// budgetWait is budgetWaitFor(cfg); tests change it.
 	budgetWait time.Duration
-	// checkpoints follows the Flink job's completed checkpoints under
-	// CommitFlinkCheckpoint (nil otherwise), and awaiting is what waits for
-	// one (commit.go).
-	checkpoints *checkpointWatcher
-	awaiting    []awaitingCommit
+	// gate decides when what the split emitted is acked (gate.go).
+	gate commitGate
 	// backlog is the split's watch of its subscription's backlog samples,
 	// nil when the read does not sample (backlog.go); set by the registry.
 	backlog *backlogWatch
@@ -99,18 +96,11 @@ func newSplitReader(split Split, cfg Config, rs *readState, now func() time.Time
 		lags:       arrivalLags{window: cfg.WatermarkWindow},
 		budgetWait: budgetWaitFor(cfg),
 	}
+	r.gate = resumeGate{}
 	if cfg.Commit == CommitFlinkCheckpoint {
-		r.checkpoints = watcherFor(cfg.Flink.REST, flinkJobName(cfg.Flink.Job), rs.stats)
+		r.gate = newFlinkGate(cfg.Flink, r.settleCommitted)
 	}
 	return r
-}
-
-// ackCounter is the counter of acks the split's next bundles send.
-func (r *splitReader) ackCounter() counter {
-	if r.checkpoints != nil {
-		return acksCheckpoint
-	}
-	return acksResume
 }
 
 // startLocked starts the split's subscriber if it is not running, and
@@ -263,9 +253,7 @@ func (r *splitReader) release(reason counter) {
 	conn := r.conn
 	r.conn = nil
 	acks := r.ledger.takeRecentAcks(r.now())
-	if r.checkpoints != nil {
-		r.checkpoints.release()
-	}
+	r.gate.release()
 	if r.backlog != nil {
 		r.backlog.release()
 	}
