@@ -2,6 +2,8 @@ package crash
 
 import (
 	"context"
+	"errors"
+	"io"
 	"maps"
 	"net"
 	"sync"
@@ -163,6 +165,13 @@ func (d *DeliveryCounter) StreamingPull(down pubsubpb.Subscriber_StreamingPullSe
 	}()
 	for {
 		resp, err := up.Recv()
+		if errors.Is(err, io.EOF) {
+			// The emulator ended the stream cleanly; so does the proxy,
+			// which the client takes as a stream to reopen (returning
+			// io.EOF would reach it as an error of code Unknown, which
+			// fails its Receive).
+			return nil
+		}
 		if err != nil {
 			return err
 		}
