@@ -43,6 +43,7 @@ const (
 // watcher of its subscription.
 type Topology struct {
 	e        *emulator.Emulator
+	inTopic  model.Topic
 	inSub    model.Subscription
 	outTopic model.Topic
 	inputIDs []string // published backlog
@@ -58,6 +59,7 @@ func NewTopology(t testing.TB, e *emulator.Emulator, prefix string, n int, attrs
 	in := e.CreateTopic(t, prefix+"-in")
 	c := &Topology{
 		e:        e,
+		inTopic:  in,
 		inSub:    e.CreateSubscription(t, in, prefix+"-in", ackDeadline),
 		outTopic: e.CreateTopic(t, prefix+"-out"),
 	}
@@ -215,4 +217,13 @@ func (c *Topology) stillUnacked(t testing.TB, ids []string, timeout time.Duratio
 	}
 	t.Logf("diagnosis: %d of %d missing IDs came back from %s within %v (the last after %v); Receive: %v", len(back), len(want), c.inSub, timeout, last.Round(time.Millisecond), err)
 	return back
+}
+
+// PublishMore publishes n more messages to the input topic and returns
+// their IDs, which InputIDs then includes.
+func (c *Topology) PublishMore(t testing.TB, n int) []string {
+	t.Helper()
+	ids := c.e.Publish(t, c.inTopic, n, payloadSize, nil)
+	c.inputIDs = append(c.inputIDs, ids...)
+	return ids
 }

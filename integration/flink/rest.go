@@ -1,11 +1,13 @@
 package flink
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -20,28 +22,39 @@ func NewREST(addr string) *REST {
 	return &REST{Addr: addr, client: &http.Client{Timeout: 10 * time.Second}}
 }
 
-func (r *REST) do(ctx context.Context, method, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+r.Addr+path, nil)
+// do sends body (nil for none) as JSON and decodes the answer into v
+// (nil to ignore it).
+func (r *REST) do(ctx context.Context, method, path string, body, v any) error {
+	var in io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("flink REST %s %s: %w", method, path, err)
+		}
+		in = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+r.Addr+path, in)
 	if err != nil {
 		return err
 	}
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := r.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("flink REST %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
 		return fmt.Errorf("flink REST %s %s: %w", method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("flink REST %s %s: %s: %s", method, path, resp.Status, tail(string(body), 2000))
+		return fmt.Errorf("flink REST %s %s: %s: %s", method, path, resp.Status, tail(string(answer), 2000))
 	}
 	if v == nil {
 		return nil
 	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("flink REST %s %s: %w in %s", method, path, err, tail(string(body), 2000))
+	if err := json.Unmarshal(answer, v); err != nil {
+		return fmt.Errorf("flink REST %s %s: %w in %s", method, path, err, tail(string(answer), 2000))
 	}
 	return nil
 }
@@ -58,7 +71,7 @@ type Overview struct {
 // Overview returns the cluster overview.
 func (r *REST) Overview(ctx context.Context) (Overview, error) {
 	var o Overview
-	err := r.do(ctx, http.MethodGet, "/overview", &o)
+	err := r.do(ctx, http.MethodGet, "/overview", nil, &o)
 	return o, err
 }
 
@@ -76,7 +89,7 @@ func (r *REST) Jobs(ctx context.Context) ([]Job, error) {
 	var resp struct {
 		Jobs []Job `json:"jobs"`
 	}
-	err := r.do(ctx, http.MethodGet, "/jobs/overview", &resp)
+	err := r.do(ctx, http.MethodGet, "/jobs/overview", nil, &resp)
 	return resp.Jobs, err
 }
 
@@ -107,7 +120,7 @@ func (r *REST) AwaitRunningJob(ctx context.Context) (Job, error) {
 
 // Cancel cancels a job.
 func (r *REST) Cancel(ctx context.Context, jobID string) error {
-	return r.do(ctx, http.MethodPatch, "/jobs/"+jobID+"?mode=cancel", nil)
+	return r.do(ctx, http.MethodPatch, "/jobs/"+jobID+"?mode=cancel", nil, nil)
 }
 
 // Checkpoint is one checkpoint's statistics.
@@ -152,7 +165,7 @@ type Checkpoints struct {
 // Checkpoints returns a job's checkpoint statistics.
 func (r *REST) Checkpoints(ctx context.Context, jobID string) (Checkpoints, error) {
 	var c Checkpoints
-	err := r.do(ctx, http.MethodGet, "/jobs/"+jobID+"/checkpoints", &c)
+	err := r.do(ctx, http.MethodGet, "/jobs/"+jobID+"/checkpoints", nil, &c)
 	return c, err
 }
 
@@ -177,6 +190,98 @@ type CheckpointConfig struct {
 // 404 when the job does not checkpoint.
 func (r *REST) CheckpointConfig(ctx context.Context, jobID string) (CheckpointConfig, error) {
 	var c CheckpointConfig
-	err := r.do(ctx, http.MethodGet, "/jobs/"+jobID+"/checkpoints/config", &c)
+	err := r.do(ctx, http.MethodGet, "/jobs/"+jobID+"/checkpoints/config", nil, &c)
 	return c, err
+}
+
+// StopWithSavepoint stops a job with a savepoint in dir (stop-with-savepoint:
+// the sources stop, the savepoint completes, the job finishes) and returns
+// the savepoint's path once it completed.
+func (r *REST) StopWithSavepoint(ctx context.Context, jobID, dir string) (string, error) {
+	return r.savepoint(ctx, jobID, "/stop", map[string]any{"targetDirectory": dir, "drain": false})
+}
+
+// Savepoint takes a savepoint of a running job in dir, which runs on, and
+// returns its path once it completed.
+func (r *REST) Savepoint(ctx context.Context, jobID, dir string) (string, error) {
+	return r.savepoint(ctx, jobID, "/savepoints", map[string]any{"target-directory": dir, "cancel-job": false})
+}
+
+// savepoint triggers a savepoint with POST /jobs/:jobid+path and polls
+// GET /jobs/:jobid/savepoints/:triggerid until it completed.
+func (r *REST) savepoint(ctx context.Context, jobID, path string, body any) (string, error) {
+	var trigger struct {
+		ID string `json:"request-id"`
+	}
+	if err := r.do(ctx, http.MethodPost, "/jobs/"+jobID+path, body, &trigger); err != nil {
+		return "", err
+	}
+	for {
+		var status struct {
+			Status struct {
+				ID string `json:"id"` // IN_PROGRESS, COMPLETED
+			} `json:"status"`
+			Operation struct {
+				Location string          `json:"location"`
+				Failure  json.RawMessage `json:"failure-cause"`
+			} `json:"operation"`
+		}
+		if err := r.do(ctx, http.MethodGet, "/jobs/"+jobID+"/savepoints/"+trigger.ID, nil, &status); err != nil {
+			return "", err
+		}
+		if status.Status.ID == "COMPLETED" {
+			if status.Operation.Location == "" {
+				return "", fmt.Errorf("flink REST: savepoint of job %s failed: %s", jobID, tail(string(status.Operation.Failure), 2000))
+			}
+			return status.Operation.Location, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("flink REST: savepoint of job %s did not complete: %w", jobID, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// Exceptions returns what made a job fail or restart, newest first, as
+// GET /jobs/:jobid/exceptions reports them: each exception's first line
+// and its causes.
+func (r *REST) Exceptions(ctx context.Context, jobID string) ([]string, error) {
+	var ex struct {
+		History struct {
+			Entries []struct {
+				Exception string `json:"stacktrace"`
+				Task      string `json:"taskName"`
+			} `json:"entries"`
+		} `json:"exceptionHistory"`
+	}
+	if err := r.do(ctx, http.MethodGet, "/jobs/"+jobID+"/exceptions", nil, &ex); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ex.History.Entries {
+		out = append(out, e.Task+": "+tail(causes(e.Exception), 4000))
+	}
+	return out, nil
+}
+
+// causes is a Java stack trace's first line and its "Caused by" lines,
+// each with the message lines that follow it (an SDK harness's error
+// spans several).
+func causes(trace string) string {
+	lines := strings.Split(trace, "\n")
+	out := lines[:1]
+	inCause := false
+	for _, l := range lines[1:] {
+		switch t := strings.TrimSpace(l); {
+		case strings.HasPrefix(t, "Caused by:"):
+			inCause = true
+		case strings.HasPrefix(t, "at ") || strings.HasPrefix(t, "..."):
+			inCause = false
+		}
+		if inCause {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
