@@ -171,3 +171,7 @@ func (w *OutputWatcher) stats(ids []string) outputStats {
 	}
 	return st
 }
+
+// Duplicates counts the output messages beyond the first per input ID
+// over ids.
+func (w *OutputWatcher) Duplicates(ids []string) int { return w.stats(ids).duplicates }

@@ -71,6 +71,7 @@ var (
 	ackExtension = flag.Duration("max_ack_extension", 10*time.Second, "MaxDurationPerAckExtension: bounds how long a killed process's messages stay leased")
 	maxOutstand  = flag.Int("max_outstanding_messages", 0, "the read's MaxOutstandingMessages (0: the connector's default, -1: no limit)")
 	bufferMax    = flag.Int("buffer_max_messages", 0, "the read's BufferMaxMessages (0: the connector's default)")
+	splits       = flag.Int("splits", 0, "the read's Splits (0: the connector's default)")
 	stall        = flag.Bool("stall", false, "block the transform on its first message until the process is killed (at most --stall_limit)")
 	stallLimit   = flag.Duration("stall_limit", 10*time.Minute, "with --stall: fail the pipeline after stalling this long, so a forgotten process ends")
 	failOnce     = flag.Bool("fail_once", false, "return an error from the transform for the first message this process sees")
@@ -206,6 +207,7 @@ func build(s beam.Scope, subscription, outputTopic, shape string) error {
 		MaxDurationPerAckExtension: *ackExtension,
 		MaxOutstandingMessages:     *maxOutstand,
 		BufferMaxMessages:          *bufferMax,
+		Splits:                     *splits,
 		TimestampAttribute:         *timestamp,
 		Connection:                 pubsubio.Connection{EmulatorEndpoint: readFrom},
 	})

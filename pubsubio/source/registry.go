@@ -141,6 +141,7 @@ func (g *registry) reader(key splitKey, split Split, cfg Config) (*splitReader, 
 		}
 		rs.readers[key.index] = r
 		g.startJanitorLocked(cfg.LeaseIdle)
+		log.Infof(context.Background(), "pubsubio.Read: split %d of %s starts reading in this process", split.Index, split.Subscription)
 	}
 	r.touch()
 	return r, rs
