@@ -20,7 +20,7 @@ const (
 
 // ErrNoAnswer is Err's error when the REST API has not answered a poll for
 // longer than the patience.
-var ErrNoAnswer = errors.New("Flink's REST API does not answer")
+var ErrNoAnswer = errors.New("no answer from Flink's REST API")
 
 // ErrCheckpointingOff is Err's error when the JobManager answered that the
 // job does not checkpoint: nothing the read emits is ever durable.

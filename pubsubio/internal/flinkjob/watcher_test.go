@@ -138,7 +138,7 @@ func TestFailedRequestsDelay(t *testing.T) {
 			checkCounter(t, pollFailures, failuresBefore, 3)
 
 			jm.SetFault(nil)
-			await(t, "the next answer ends the error", func() bool { return w.Err(time.Millisecond) == nil })
+			flinkjobtest.Await(t, "the next answer ends the error", func() bool { return w.Err(time.Millisecond) == nil })
 			jm.Checkpoint("orders-root-1-a")
 			jm.AwaitAnswers(t, 2)
 			checkVerdict(t, w, "once the statistics answer", s, Covered)
@@ -176,7 +176,7 @@ func TestCheckpointingOff(t *testing.T) {
 			jm := flinkjobtest.New(t, "orders-root-1-a")
 			c.prepare(jm)
 			w := watch(t, jm)
-			await(t, "the watcher asked for the configuration twice", func() bool {
+			flinkjobtest.Await(t, "the watcher asked for the configuration twice", func() bool {
 				return jm.Served("job") >= 2
 			})
 			err := w.Err(time.Hour)
@@ -214,7 +214,7 @@ func TestJobLookedUpAgain(t *testing.T) {
 func TestTwoJobsOfOneName(t *testing.T) {
 	jm := flinkjobtest.New(t, "orders-root-1-a", "orders-root-2-b")
 	w := watch(t, jm)
-	await(t, "the watcher asked for the jobs twice", func() bool { return jm.Served("overview") >= 2 })
+	flinkjobtest.Await(t, "the watcher asked for the jobs twice", func() bool { return jm.Served("overview") >= 2 })
 	err := w.Err(time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "--job_name") {
 		t.Errorf("Err = %v; want one asking for a --job_name of its own", err)
@@ -225,16 +225,5 @@ func checkCounter(t *testing.T, c *metrics.Counter, before, atLeast int64) {
 	t.Helper()
 	if got := c.Load() - before; got < atLeast {
 		t.Errorf("counter grew by %d, want at least %d", got, atLeast)
-	}
-}
-
-func await(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(flinkjobtest.WaitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, flinkjobtest.WaitLimit)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

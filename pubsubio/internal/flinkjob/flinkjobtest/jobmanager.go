@@ -291,7 +291,7 @@ func (jm *JobManager) Served(kind string) int {
 func (jm *JobManager) AwaitAnswers(t testing.TB, n int) {
 	t.Helper()
 	want := jm.Served("checkpoints") + n
-	await(t, fmt.Sprintf("%d more answers with checkpoint statistics", n), func() bool { return jm.Served("checkpoints") >= want })
+	Await(t, fmt.Sprintf("%d more answers with checkpoint statistics", n), func() bool { return jm.Served("checkpoints") >= want })
 }
 
 // AwaitFaults waits until the JobManager has answered n more requests
@@ -304,10 +304,12 @@ func (jm *JobManager) AwaitFaults(t testing.TB, n int) {
 		return jm.faulted
 	}
 	want := faulted() + n
-	await(t, fmt.Sprintf("%d more requests answered with a fault", n), func() bool { return faulted() >= want })
+	Await(t, fmt.Sprintf("%d more requests answered with a fault", n), func() bool { return faulted() >= want })
 }
 
-func await(t testing.TB, what string, cond func() bool) {
+// Await waits until cond holds, for at most WaitLimit; then it fails the
+// test, naming what it waited for.
+func Await(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(WaitLimit)
 	for !cond() {
