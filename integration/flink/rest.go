@@ -248,6 +248,7 @@ func (r *REST) savepoint(ctx context.Context, jobID, path string, body any) (str
 // and its causes.
 func (r *REST) Exceptions(ctx context.Context, jobID string) ([]string, error) {
 	var ex struct {
+		Root    string `json:"root-exception"`
 		History struct {
 			Entries []struct {
 				Exception string `json:"stacktrace"`
@@ -261,6 +262,9 @@ func (r *REST) Exceptions(ctx context.Context, jobID string) ([]string, error) {
 	var out []string
 	for _, e := range ex.History.Entries {
 		out = append(out, e.Task+": "+tail(causes(e.Exception), 4000))
+	}
+	if len(out) == 0 && ex.Root != "" { // a job that never started has no history
+		out = append(out, tail(causes(ex.Root), 4000))
 	}
 	return out, nil
 }
