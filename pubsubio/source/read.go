@@ -76,8 +76,14 @@ func read(s beam.Scope, cfg Config) (beam.PCollection, beam.PCollection, error) 
 	if err := rejectDirectRunner(); err != nil {
 		return fail(err)
 	}
-	if p.Cfg, err = p.Cfg.withCommit(deploymentFlags()); err != nil {
+	d := deploymentFlags()
+	if p.Cfg, err = p.Cfg.withCommit(d); err != nil {
 		return fail(err)
+	}
+	if p.Cfg.Commit == CommitFlinkCheckpoint && d.onFlink() {
+		if err := prepareFlinkJob(&p.Cfg); err != nil {
+			return fail(err)
+		}
 	}
 	p.Cfg = p.Cfg.withCommitDefaults(cfg)
 	for _, w := range p.Cfg.warnings(time.Now()) {
@@ -147,6 +153,9 @@ type deployment struct {
 	flinkREST       string     // --pubsubio_flink_rest
 }
 
+// onFlink reports whether the pipeline is submitted to Flink.
+func (d deployment) onFlink() bool { return strings.EqualFold(d.runner, "flink") }
+
 func deploymentFlags() deployment {
 	return deployment{runner: runnerFlag(), jobName: *jobopts.JobName, commit: CommitMode(*commitFlag), flinkREST: *flinkRESTFlag}
 }
@@ -182,7 +191,7 @@ func (cfg Config) withCommit(d deployment) (Config, error) {
 	}
 	if cfg.Commit == CommitAuto {
 		cfg.Commit = CommitResume
-		if strings.EqualFold(d.runner, "flink") {
+		if d.onFlink() {
 			cfg.Commit = CommitFlinkCheckpoint
 		}
 	}
@@ -202,7 +211,7 @@ func (cfg Config) withCommit(d deployment) (Config, error) {
 	} else if err := connection.CheckHostPort("Flink.REST", cfg.Flink.REST, "jobmanager:8081"); err != nil {
 		errs = append(errs, err)
 	}
-	if cfg.Flink.Job == "" {
+	if cfg.Flink.Job == "" && !d.onFlink() { // on Flink, prepareFlinkJob names the job
 		errs = append(errs, fmt.Errorf("with Commit %s the read finds the job's checkpoints by its name: set --job_name, or Flink.Job", CommitFlinkCheckpoint))
 	}
 	return cfg, construct.Invalid("pubsubio.Read", errs...)

@@ -1,0 +1,105 @@
+package flinksubmit
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	jobpb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/jobmanagement_v1"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/util/grpcx"
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// jobService is a job service that records the options of the jobs it
+// prepares.
+type jobService struct {
+	jobpb.UnimplementedJobServiceServer
+	prepared chan *structpb.Struct
+}
+
+func (s *jobService) Prepare(_ context.Context, req *jobpb.PrepareJobRequest) (*jobpb.PrepareJobResponse, error) {
+	s.prepared <- req.GetPipelineOptions()
+	return &jobpb.PrepareJobResponse{PreparationId: "p"}, nil
+}
+
+func startJobService(t *testing.T) (*jobService, string) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &jobService{prepared: make(chan *structpb.Struct, 1)}
+	srv := grpc.NewServer()
+	jobpb.RegisterJobServiceServer(srv, s)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return s, lis.Addr().String()
+}
+
+// A job prepared through Beam's dialer carries the added options as
+// top-level pipeline options, beside the ones the launcher sent.
+func TestAddedOptionsReachPrepare(t *testing.T) {
+	s, addr := startJobService(t)
+	if err := Add(map[string]any{"checkpointingInterval": 2000, "finishBundleBeforeCheckpointing": true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Add(map[string]any{"checkpointingInterval": 5000, "stateBackend": "hashmap"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cc, err := grpcx.Dial(ctx, addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	sent, _ := structpb.NewStruct(map[string]any{"beam:option:app_name:v1": "orders"})
+	if _, err := jobpb.NewJobServiceClient(cc).Prepare(ctx, &jobpb.PrepareJobRequest{JobName: "orders", PipelineOptions: sent}); err != nil {
+		t.Fatal(err)
+	}
+	got := (<-s.prepared).AsMap()
+	want := map[string]any{
+		"beam:option:app_name:v1":                           "orders",
+		"beam:option:checkpointing_interval:v1":             5000.0,
+		"beam:option:finish_bundle_before_checkpointing:v1": true,
+		"beam:option:state_backend:v1":                      "hashmap",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("prepared options (-want +got):\n%s", diff)
+	}
+}
+
+// A dial that finds no server fails within its timeout, as Beam's does.
+func TestDialTimesOut(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	if _, err := dial(context.Background(), addr, 200*time.Millisecond); err == nil || !strings.Contains(err.Error(), addr) {
+		t.Errorf("dial of a closed port: %v, want an error naming %s", err, addr)
+	}
+}
+
+// Names in another spelling, and values a pipeline option cannot hold,
+// are refused, naming them.
+func TestAddRefuses(t *testing.T) {
+	for _, c := range []struct {
+		options map[string]any
+		want    string
+	}{
+		{map[string]any{"checkpointing_interval": 1}, `"checkpointing_interval"`},
+		{map[string]any{"beam:option:x:v1": 1}, `"beam:option:x:v1"`},
+		{map[string]any{"stateBackend": struct{}{}}, "stateBackend"},
+	} {
+		err := Add(c.options)
+		if !errors.Is(err, ErrOption) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Add(%v) = %v, want ErrOption naming %s", c.options, err, c.want)
+		}
+	}
+}
