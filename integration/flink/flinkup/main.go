@@ -9,9 +9,12 @@
 // configuration, logs and checkpoints, and removes that directory on exit
 // unless --keep.
 //
-// With --job_server it starts nothing but the job service proxy, in front
-// of a job server already running: Beam Go cannot pass Flink's pipeline
-// options itself (docs/upstream/go-runner-options.md).
+// A pipeline whose reads ack at checkpoints turns them on itself
+// (--pubsubio_flink_checkpointing); --checkpoint sets them for other
+// pipelines. With --job_server it starts nothing but the job service
+// proxy, in front of a job server already running, for pipeline options
+// of other programs: Beam Go cannot pass Flink's pipeline options itself
+// (docs/upstream/go-runner-options.md).
 //
 //	go run ./integration/flink/flinkup --job_server=localhost:8099 --checkpoint=10s
 package main
@@ -105,7 +108,7 @@ func run() error {
 	defer f.Stop()
 	fmt.Printf("job server %s; the endpoint below adds pipeline options %v\n", f.JobServerEndpoint, f.PipelineOptions())
 	fmt.Printf("endpoint %s\nrest %s\ndir %s\nready in %v (%v)\n", f.Endpoint, f.REST.Addr, f.Dir, time.Since(start).Round(time.Millisecond), f.Timings)
-	fmt.Printf("submit with: --runner=flink --endpoint=%s --environment_type=LOOPBACK\n", f.Endpoint)
+	fmt.Printf("submit with: --runner=flink --endpoint=%s --environment_type=LOOPBACK --pubsubio_flink_rest=%s\n", f.Endpoint, f.REST.Addr)
 	<-ctx.Done()
 	return nil
 }
