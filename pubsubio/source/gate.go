@@ -1,6 +1,9 @@
 package source
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // When a split may ack what a bundle emitted: once the runner has made the
 // bundle's output durable, which runners signal differently. Prism and
@@ -131,4 +134,10 @@ func (r *splitReader) waitingForCommit() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.gate.waiting()
+}
+
+// errCannotAck says which split cannot ack, and why: the gate's begin
+// failed the bundle.
+func errCannotAck(r *splitReader, err error) error {
+	return fmt.Errorf("pubsubio.Read: split %d of %s cannot ack: %w", r.split.Index, r.split.Subscription, err)
 }

@@ -1,7 +1,6 @@
 package source
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -113,9 +112,4 @@ func flinkJobName(name string) string {
 		}
 		return '0'
 	}, strings.ToLower(name))
-}
-
-// errCannotAck says which split cannot ack, and why.
-func errCannotAck(r *splitReader, err error) error {
-	return fmt.Errorf("pubsubio.Read: split %d of %s cannot ack: %w", r.split.Index, r.split.Subscription, err)
 }
