@@ -93,7 +93,7 @@ func TestRestoreVoidsStamps(t *testing.T) {
 	jm.Checkpoint("orders-root-1-a")
 	jm.AwaitAnswers(t, 2)
 	checkVerdict(t, w, "stamped after the restore, a newer checkpoint completed", after, Covered)
-	checkCounter(t, restoresSeen, restoresBefore, 1)
+	awaitCounter(t, "flink_restores_seen", restoresSeen, restoresBefore, 1)
 }
 
 // Failed requests of every kind delay coverage and fail nothing within
@@ -101,14 +101,15 @@ func TestRestoreVoidsStamps(t *testing.T) {
 // what was asked and what came back; the next answer ends it.
 func TestFailedRequestsDelay(t *testing.T) {
 	cases := []struct {
-		name    string
-		fault   int
-		counter *metrics.Counter
-		got     string
+		name        string
+		fault       int
+		counterName string
+		counter     *metrics.Counter
+		got         string
 	}{
-		{"503", http.StatusServiceUnavailable, restUnavailable, "503 Service Unavailable"},
-		{"no answer", flinkjobtest.Hang, restTimeouts, "Timeout"},
-		{"connection reset", flinkjobtest.Reset, restUnreachable, "EOF"},
+		{"503", http.StatusServiceUnavailable, "flink_rest_unavailable", restUnavailable, "503 Service Unavailable"},
+		{"no answer", flinkjobtest.Hang, "flink_rest_timeouts", restTimeouts, "Timeout"},
+		{"connection reset", flinkjobtest.Reset, "flink_rest_unreachable", restUnreachable, "EOF"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -134,8 +135,8 @@ func TestFailedRequestsDelay(t *testing.T) {
 			if !errors.Is(err, ErrNoAnswer) || !strings.Contains(err.Error(), "/checkpoints") || !strings.Contains(err.Error(), c.got) {
 				t.Errorf("Err past the patience: %v; want ErrNoAnswer naming the request and %q", err, c.got)
 			}
-			checkCounter(t, c.counter, before, 3)
-			checkCounter(t, pollFailures, failuresBefore, 3)
+			awaitCounter(t, c.counterName, c.counter, before, 3)
+			awaitCounter(t, "checkpoint_poll_failures", pollFailures, failuresBefore, 3)
 
 			jm.SetFault(nil)
 			flinkjobtest.Await(t, "the next answer ends the error", func() bool { return w.Err(time.Millisecond) == nil })
@@ -206,7 +207,7 @@ func TestJobLookedUpAgain(t *testing.T) {
 	jm.Checkpoint("orders-root-1-a")
 	jm.AwaitAnswers(t, 2)
 	checkVerdict(t, w, "stamped under the new ID", after, Covered)
-	checkCounter(t, jobLookups, lookups, 1)
+	awaitCounter(t, "flink_job_lookups", jobLookups, lookups, 1)
 }
 
 // Two running jobs of one name: the watcher cannot tell which is the
@@ -221,9 +222,9 @@ func TestTwoJobsOfOneName(t *testing.T) {
 	}
 }
 
-func checkCounter(t *testing.T, c *metrics.Counter, before, atLeast int64) {
+// awaitCounter waits until c has grown by at least n since before: the
+// watcher counts a failure after the JobManager has answered it.
+func awaitCounter(t *testing.T, name string, c *metrics.Counter, before, n int64) {
 	t.Helper()
-	if got := c.Load() - before; got < atLeast {
-		t.Errorf("counter grew by %d, want at least %d", got, atLeast)
-	}
+	flinkjobtest.Await(t, fmt.Sprintf("%s grown by %d", name, n), func() bool { return c.Load()-before >= n })
 }

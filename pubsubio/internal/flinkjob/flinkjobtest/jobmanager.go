@@ -18,12 +18,14 @@ import (
 // WaitLimit bounds the Await methods.
 const WaitLimit = 10 * time.Second
 
-// JobManager answers on a clock of its own: the real one plus Offset.
+// JobManager answers on a clock of its own: the real one plus an offset,
+// in milliseconds as Flink's REST API gives it.
 type JobManager struct {
 	srv *httptest.Server
 
 	mu      sync.Mutex
 	offset  time.Duration
+	last    int64 // the clock's last reading (ms)
 	jobs    []*job
 	fault   func(path string) int
 	faulted int            // requests answered with a fault
@@ -35,12 +37,12 @@ type job struct {
 	interval        int64 // ms; 0: no checkpoint configuration
 	history         []checkpoint
 	restoredID      int64
-	restoredAt      time.Time
+	restoredAt      int64 // ms
 }
 
 type checkpoint struct {
 	id        int64
-	trigger   time.Time
+	trigger   int64 // ms
 	completed bool
 	kind      string
 }
@@ -67,7 +69,18 @@ func New(t testing.TB, names ...string) *JobManager {
 // Addr is the REST API's host:port.
 func (jm *JobManager) Addr() string { return strings.TrimPrefix(jm.srv.URL, "http://") }
 
-func (jm *JobManager) now() time.Time { return time.Now().Add(jm.offset) }
+// now reads the JobManager's clock; jm.mu is held. Each reading is at
+// least a millisecond after the one before, as if every event took one:
+// events a test orders (an answer, then a checkpoint) are then ordered
+// on the clock too, never in the same millisecond.
+func (jm *JobManager) now() int64 {
+	t := time.Now().Add(jm.offset).UnixMilli()
+	if t <= jm.last {
+		t = jm.last + 1
+	}
+	jm.last = t
+	return t
+}
 
 // Faults other than an HTTP status.
 const (
@@ -115,7 +128,7 @@ func (jm *JobManager) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	switch strings.Join(parts[2:], "/") {
 	case "":
-		answer("job", map[string]any{"jid": j.id, "name": j.name, "state": j.state, "now": jm.now().UnixMilli()})
+		answer("job", map[string]any{"jid": j.id, "name": j.name, "state": j.state, "now": jm.now()})
 	case "checkpoints/config":
 		if j.interval == 0 {
 			notFound("Checkpointing is not enabled for this job (" + j.id + ").")
@@ -141,7 +154,7 @@ func (j *job) statistics() map[string]any {
 			status = "COMPLETED"
 		}
 		entry := map[string]any{"id": c.id, "status": status, "is_savepoint": c.kind != Checkpoint,
-			"trigger_timestamp": c.trigger.UnixMilli(), "checkpoint_type": c.kind}
+			"trigger_timestamp": c.trigger, "checkpoint_type": c.kind}
 		history = append(history, entry)
 		switch {
 		case !c.completed:
@@ -152,7 +165,7 @@ func (j *job) statistics() map[string]any {
 		}
 	}
 	if j.restoredID != 0 {
-		latest["restored"] = map[string]any{"id": j.restoredID, "restore_timestamp": j.restoredAt.UnixMilli(), "is_savepoint": false}
+		latest["restored"] = map[string]any{"id": j.restoredID, "restore_timestamp": j.restoredAt, "is_savepoint": false}
 	}
 	return map[string]any{"latest": latest, "history": history}
 }
@@ -193,11 +206,12 @@ func (jm *JobManager) NoCheckpoints(name string) {
 	jm.job(name).interval = 0
 }
 
-// SetClock sets the JobManager's clock to the real one plus offset.
+// SetClock sets the JobManager's clock to the real one plus offset: a
+// step, back or forward.
 func (jm *JobManager) SetClock(offset time.Duration) {
 	jm.mu.Lock()
 	defer jm.mu.Unlock()
-	jm.offset = offset
+	jm.offset, jm.last = offset, 0
 }
 
 // Trigger starts a checkpoint of kind of the job named name, on the
