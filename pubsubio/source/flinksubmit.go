@@ -10,7 +10,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
-	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/flinksubmit"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/jobprep"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 )
 
@@ -20,7 +20,7 @@ const defaultFlinkCheckpointing = 2 * time.Second
 // The flags that set, for a pipeline submitted to Flink with a read under
 // CommitFlinkCheckpoint, what that read needs of the job: checkpoints,
 // each after the open bundles finished. Beam Go cannot send Flink's
-// pipeline options itself (internal/flinksubmit).
+// pipeline options itself (internal/jobprep).
 var (
 	flinkCheckpointingFlag = flag.Duration("pubsubio_flink_checkpointing", defaultFlinkCheckpointing,
 		"with --runner=flink and a read acking at Flink checkpoints: the checkpoint interval of the job pubsubio submits "+
@@ -52,7 +52,7 @@ func prepareFlinkJob(cfg *Config) error {
 	}
 	options, err := flinkJobOptions(*flinkCheckpointingFlag, flinkOptionFlag)
 	if err == nil {
-		err = flinksubmit.Add(options)
+		err = jobprep.AddOptions(options)
 	}
 	return construct.Invalid("pubsubio.Read", err)
 }

@@ -1,4 +1,4 @@
-package flinksubmit
+package jobprep
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	jobpb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/jobmanagement_v1"
+	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/util/grpcx"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
@@ -44,10 +45,10 @@ func startJobService(t *testing.T) (*jobService, string) {
 // top-level pipeline options, beside the ones the launcher sent.
 func TestAddedOptionsReachPrepare(t *testing.T) {
 	s, addr := startJobService(t)
-	if err := Add(map[string]any{"checkpointingInterval": 2000, "finishBundleBeforeCheckpointing": true}); err != nil {
+	if err := AddOptions(map[string]any{"checkpointingInterval": 2000, "finishBundleBeforeCheckpointing": true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := Add(map[string]any{"checkpointingInterval": 5000, "stateBackend": "hashmap"}); err != nil {
+	if err := AddOptions(map[string]any{"checkpointingInterval": 5000, "stateBackend": "hashmap"}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -70,6 +71,39 @@ func TestAddedOptionsReachPrepare(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("prepared options (-want +got):\n%s", diff)
+	}
+}
+
+// An experiment reaches the jobs whose pipeline needs it, beside the
+// experiments the launcher sent, once.
+func TestExperimentReachesThePipelinesThatNeedIt(t *testing.T) {
+	s, addr := startJobService(t)
+	needs := func(p *pipepb.Pipeline) bool { return p.GetComponents().GetTransforms()["stateful"] != nil }
+	AddExperiment("no_splits", needs)
+	AddExperiment("no_splits", needs)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cc, err := grpcx.Dial(ctx, addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	for _, c := range []struct {
+		transform string
+		want      []any
+	}{
+		{"stateful", []any{"beam_fn_api", "no_splits"}},
+		{"stateless", []any{"beam_fn_api"}},
+	} {
+		sent, _ := structpb.NewStruct(map[string]any{experimentsKey: []any{"beam_fn_api"}})
+		pipeline := &pipepb.Pipeline{Components: &pipepb.Components{Transforms: map[string]*pipepb.PTransform{c.transform: {}}}}
+		if _, err := jobpb.NewJobServiceClient(cc).Prepare(ctx, &jobpb.PrepareJobRequest{Pipeline: pipeline, PipelineOptions: sent}); err != nil {
+			t.Fatal(err)
+		}
+		got := (<-s.prepared).AsMap()[experimentsKey]
+		if diff := cmp.Diff(c.want, got); diff != "" {
+			t.Errorf("experiments of a pipeline with a %s transform (-want +got):\n%s", c.transform, diff)
+		}
 	}
 }
 
@@ -97,9 +131,9 @@ func TestAddRefuses(t *testing.T) {
 		{map[string]any{"beam:option:x:v1": 1}, `"beam:option:x:v1"`},
 		{map[string]any{"stateBackend": struct{}{}}, "stateBackend"},
 	} {
-		err := Add(c.options)
+		err := AddOptions(c.options)
 		if !errors.Is(err, ErrOption) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("Add(%v) = %v, want ErrOption naming %s", c.options, err, c.want)
+			t.Errorf("AddOptions(%v) = %v, want ErrOption naming %s", c.options, err, c.want)
 		}
 	}
 }
