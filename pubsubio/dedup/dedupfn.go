@@ -92,8 +92,16 @@ func firstCopy(ctx context.Context, sp state.Provider, seen *state.Value[bool]) 
 		duplicatesCounter.Inc(ctx, 1)
 		return false, nil
 	}
-	return true, seen.Write(sp, true)
+	if err := seen.Write(sp, true); err != nil {
+		return false, err
+	}
+	testHookFirstCopy()
+	return true, nil
 }
+
+// testHookFirstCopy runs when a key's first copy is marked seen; tests
+// stall a bundle with it.
+var testHookFirstCopy = func() {}
 
 // expiry is when the event-time timer of a key first seen at et fires: et
 // plus the horizon, at most the end of the global window.

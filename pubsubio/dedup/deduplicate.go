@@ -45,6 +45,7 @@ func TryDeduplicate(s beam.Scope, cfg Config, msgs beam.PCollection) (beam.PColl
 	if err := construct.CheckInput(api, msgs, messageType, "pubsubio.Message", "deduplicate what Read returns, or a PCollection of messages of your own"); err != nil {
 		return beam.PCollection{}, err
 	}
+	requirePrismSplitsOff()
 	s = s.Scope(api)
 	// Keys are remembered in the global window, so that a copy landing in
 	// another window than the first is still caught; the output is windowed
