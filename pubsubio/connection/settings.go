@@ -81,9 +81,22 @@ func (s Settings) Validate() error {
 	return errors.Join(errs...)
 }
 
-// maxQuotedEndpoint bounds how much of EmulatorEndpoint an error quotes:
-// more than any valid one.
+// maxQuotedEndpoint bounds how much of an endpoint an error quotes: more
+// than any valid one.
 const maxQuotedEndpoint = 300
+
+// quoteEndpoint is ep quoted for an error: its userinfo, which may hold a
+// password, replaced by "…", and at most maxQuotedEndpoint bytes of it.
+func quoteEndpoint(ep string) string {
+	if at := strings.LastIndex(ep, "@"); at >= 0 {
+		scheme := ""
+		if i := strings.Index(ep[:at], "://"); i >= 0 {
+			scheme = ep[:i+3]
+		}
+		ep = scheme + "…@" + ep[at+1:]
+	}
+	return strconv.Quote(text.Truncate(ep, maxQuotedEndpoint))
+}
 
 // maxPathBytes is Linux's PATH_MAX.
 const maxPathBytes = 4096
@@ -151,7 +164,7 @@ const (
 
 func checkEndpoint(ep string) error {
 	if strings.Contains(ep, "://") {
-		return fmt.Errorf("EmulatorEndpoint %q has a scheme (the emulator is always reached over plaintext gRPC); use host:port, e.g. localhost:8085", text.Truncate(ep, maxQuotedEndpoint))
+		return fmt.Errorf("EmulatorEndpoint %s has a scheme (the emulator is always reached over plaintext gRPC); use host:port, e.g. localhost:8085", quoteEndpoint(ep))
 	}
 	return CheckHostPort("EmulatorEndpoint", ep, "localhost:8085")
 }
@@ -161,7 +174,10 @@ func checkEndpoint(ep string) error {
 // example; or returns nil.
 func CheckHostPort(option, ep, example string) error {
 	bad := func(why string) error {
-		return fmt.Errorf("%s %q %s; use host:port, e.g. %s", option, text.Truncate(ep, maxQuotedEndpoint), why, example)
+		return fmt.Errorf("%s %s %s; use host:port, e.g. %s", option, quoteEndpoint(ep), why, example)
+	}
+	if strings.Contains(ep, "@") {
+		return bad("has userinfo (user@ or user:password@); credentials never go in an endpoint, only in a key file or application-default credentials")
 	}
 	if strings.Contains(ep, "://") {
 		return bad("has a scheme")

@@ -59,6 +59,9 @@ func TestValidate(t *testing.T) {
 		{name: "monitoring without an emulator", s: Settings{MonitoringEndpoint: "localhost:8086"}, want: []string{"MonitoringEndpoint is set without EmulatorEndpoint", "leave MonitoringEndpoint empty"}},
 		{name: "monitoring with a scheme", s: Settings{EmulatorEndpoint: "localhost:8085", MonitoringEndpoint: "https://localhost:8086"}, want: []string{`MonitoringEndpoint "https://localhost:8086"`, "scheme", "plaintext"}},
 		{name: "monitoring without a port", s: Settings{EmulatorEndpoint: "localhost:8085", MonitoringEndpoint: "localhost"}, want: []string{`MonitoringEndpoint "localhost"`, "missing port"}},
+		{name: "monitoring with a password", s: Settings{EmulatorEndpoint: "localhost:8085", MonitoringEndpoint: "admin:hunter2@localhost:8086"}, want: []string{`MonitoringEndpoint "…@localhost:8086"`, "userinfo"}},
+		{name: "emulator with a scheme and a password", s: Settings{EmulatorEndpoint: "http://admin:hunter2@localhost:8085"}, want: []string{`EmulatorEndpoint "http://…@localhost:8085"`, "scheme"}},
+		{name: "monitoring of 64 KiB", s: Settings{EmulatorEndpoint: "localhost:8085", MonitoringEndpoint: strings.Repeat("a", 64<<10) + ":8086"}, want: []string{"MonitoringEndpoint", "host of 65536 bytes"}},
 		{name: "monitoring beside a key", s: Settings{CredentialsFile: keyPath, MonitoringEndpoint: "localhost:8086"}, want: []string{"MonitoringEndpoint is set without EmulatorEndpoint"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,10 +80,13 @@ func TestValidate(t *testing.T) {
 					t.Errorf("Validate(%+v) = %q, want it to contain %q", tc.s, err, w)
 				}
 			}
-			for _, secret := range []string{keyPath, "pubsub-key", "abc123", "service_account"} {
+			for _, secret := range []string{keyPath, "pubsub-key", "abc123", "service_account", "hunter2"} {
 				if strings.Contains(err.Error(), secret) {
-					t.Errorf("Validate(%+v) = %q, which reveals %q from CredentialsFile", tc.s, err, secret)
+					t.Errorf("Validate(%+v) = %q, which reveals %q", tc.s, err, secret)
 				}
+			}
+			if len(err.Error()) > 1024 {
+				t.Errorf("Validate: an error of %d bytes, want at most 1 KiB: quoted values are capped", len(err.Error()))
 			}
 		})
 	}

@@ -198,18 +198,27 @@ func (cfg Config) withCommit(d deployment) (Config, error) {
 	if cfg.Commit != CommitFlinkCheckpoint {
 		return cfg, nil
 	}
+	restOption := "Flink.REST"
 	if cfg.Flink.REST == "" {
-		cfg.Flink.REST = d.flinkREST
+		cfg.Flink.REST, restOption = d.flinkREST, "--pubsubio_flink_rest"
 	}
+	jobOption := "Flink.Job"
 	if cfg.Flink.Job == "" {
-		cfg.Flink.Job = d.jobName
+		cfg.Flink.Job, jobOption = d.jobName, "--job_name"
 	}
 	var errs []error
 	if cfg.Flink.REST == "" {
 		errs = append(errs, fmt.Errorf("with Commit %s (the default with --runner=flink) the read acks only what a completed Flink checkpoint covers, and needs Flink.REST (or --pubsubio_flink_rest), the JobManager's REST address; "+
 			"set it, or set Commit %s (--pubsubio_commit=%s) to ack at the split's next bundle, which loses what a shuffle behind the read holds when the job fails (docs/runners.md, Running on Flink)", CommitFlinkCheckpoint, CommitResume, CommitResume))
-	} else if err := connection.CheckHostPort("Flink.REST", cfg.Flink.REST, "jobmanager:8081"); err != nil {
+	} else if err := connection.CheckHostPort(restOption, cfg.Flink.REST, "jobmanager:8081"); err != nil {
 		errs = append(errs, err)
+	}
+	if trimmed := strings.TrimSpace(cfg.Flink.Job); trimmed != cfg.Flink.Job {
+		why := "has spaces around it"
+		if trimmed == "" {
+			why = "is blank"
+		}
+		errs = append(errs, fmt.Errorf("%s %q %s; the read finds the job's checkpoints by the name Flink gives it (the job name followed by \"-\"): set the name the job is submitted with", jobOption, text.Truncate(cfg.Flink.Job, maxQuotedValue), why))
 	}
 	if cfg.Flink.Job == "" && !d.onFlink() { // on Flink, prepareFlinkJob names the job
 		errs = append(errs, fmt.Errorf("with Commit %s the read finds the job's checkpoints by its name: set --job_name, or Flink.Job", CommitFlinkCheckpoint))

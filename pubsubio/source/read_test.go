@@ -23,6 +23,9 @@ func TestWithCommit(t *testing.T) {
 		{"flink without a job name", Config{Commit: CommitAuto, Flink: FlinkCheckpoints{REST: "jm:8081"}}, deployment{runner: "flink"}, CommitFlinkCheckpoint, ""},
 		{"checkpoints elsewhere without a job name", Config{Commit: CommitFlinkCheckpoint, Flink: FlinkCheckpoints{REST: "jm:8081"}}, deployment{runner: "universal"}, "", "--job_name"},
 		{"REST a URL", Config{Commit: CommitFlinkCheckpoint, Flink: FlinkCheckpoints{REST: "http://jm", Job: "j"}}, deployment{}, "", "Flink.REST \"http://jm\" has a scheme"},
+		{"REST from the flag, a URL", Config{Commit: CommitFlinkCheckpoint, Flink: FlinkCheckpoints{Job: "j"}}, deployment{flinkREST: "http://jm:8081"}, "", "--pubsubio_flink_rest \"http://jm:8081\" has a scheme"},
+		{"a blank job name", Config{Commit: CommitFlinkCheckpoint, Flink: FlinkCheckpoints{REST: "jm:8081", Job: "   "}}, deployment{}, "", "Flink.Job \"   \" is blank"},
+		{"a job name with spaces", Config{Commit: CommitFlinkCheckpoint, Flink: FlinkCheckpoints{REST: "jm:8081"}}, deployment{jobName: " orders"}, "", "--job_name \" orders\" has spaces around it"},
 		{"unknown flag value", Config{Commit: CommitAuto}, deployment{commit: "SOMETIMES"}, "", "--pubsubio_commit"},
 		{"the read's own mode wins", Config{Commit: CommitResume}, deployment{runner: "flink", commit: CommitFlinkCheckpoint}, CommitResume, ""},
 	}
