@@ -7,6 +7,7 @@ import (
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/grpccode"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/tracing"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -89,6 +90,7 @@ func (s *stats) report(ctx context.Context, w *writer) {
 		c.Report(ctx)
 	}
 	s.byName.Report(ctx)
+	tracing.Report(ctx)
 	msgs, bytes := w.accepted()
 	inflightMessagesGauge.Set(ctx, int64(msgs))
 	inflightBytesGauge.Set(ctx, bytes)

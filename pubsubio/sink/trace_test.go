@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -99,6 +100,26 @@ func TestTracingPublishRefused(t *testing.T) {
 	}
 	if len(h.dead) != 3 || failed != 2 {
 		t.Errorf("%d dead letters, %d failed publish spans; want 3, and 2 failed (the empty one carries no trace)", len(h.dead), failed)
+	}
+}
+
+// A message at Pub/Sub's limit of attributes, valid without tracing, is
+// published with tracing too, without a trace context: it has no room for
+// one.
+func TestTracingAtTheAttributeLimit(t *testing.T) {
+	tracingtest.Record(t)
+	h := newHarness(t, Config{Tracing: true, FailurePolicy: model.PolicyDeadLetter}, nil)
+	m := model.Message{Data: []byte("full"), Attributes: map[string]string{}}
+	for i := range model.MaxAttributes {
+		m.Attributes[fmt.Sprintf("k%03d", i)] = "v"
+	}
+	h.mustProcess(m)
+	h.mustFinish()
+	if len(h.dead) != 0 {
+		t.Errorf("%d dead letters, want 0: %v", len(h.dead), h.dead)
+	}
+	if sc := publishedContext(t, h.be, "full"); sc.IsValid() {
+		t.Errorf("published carrying the trace context %v; want none", sc)
 	}
 }
 

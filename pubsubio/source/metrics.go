@@ -9,6 +9,7 @@ import (
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/flinkjob"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/tracing"
 )
 
 // counter names one process-wide count of a read. Most of these happen on
@@ -121,6 +122,7 @@ func (s *stats) flush(ctx context.Context, b *budget) {
 		c.Report(ctx)
 	}
 	flinkjob.Report(ctx)
+	tracing.Report(ctx)
 	s.failedAcks.Report(ctx)
 	s.attempts.Report(ctx)
 	msgs, bytes := b.usage()

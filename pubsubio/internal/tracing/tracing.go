@@ -18,6 +18,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -80,8 +81,20 @@ func Extract(ctx context.Context, attrs map[string]string) context.Context {
 	return propagator.Extract(ctx, carrier(attrs))
 }
 
+// contextSkipped counts the messages that could not carry their trace
+// context: it would have taken them over Pub/Sub's model.MaxAttributes.
+var contextSkipped = metrics.NewCounter("trace_context_skipped")
+
+// Report reports the tracing counts into Beam metrics with a DoFn call's
+// context.
+func Report(ctx context.Context) { contextSkipped.Report(ctx) }
+
 // Inject returns attrs carrying ctx's span context, in a copy, since attrs
-// may be shared; attrs itself when ctx holds no valid span context.
+// may be shared; attrs itself when ctx holds no valid span context. A
+// message valid without tracing stays valid with it: where the trace
+// context's attributes would take attrs over model.MaxAttributes, the
+// trace state goes first, then the whole context (counted as
+// trace_context_skipped), and attrs come back as they were.
 func Inject(ctx context.Context, attrs map[string]string) map[string]string {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return attrs
@@ -90,6 +103,13 @@ func Inject(ctx context.Context, attrs map[string]string) map[string]string {
 	maps.Copy(out, attrs)
 	delete(out, TraceStateAttribute) // the old context's, if the new one has none
 	propagator.Inject(ctx, carrier(out))
+	if len(out) > model.MaxAttributes {
+		delete(out, TraceStateAttribute)
+	}
+	if len(out) > model.MaxAttributes {
+		contextSkipped.Add(1)
+		return attrs
+	}
 	return out
 }
 

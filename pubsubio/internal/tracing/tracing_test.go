@@ -2,6 +2,7 @@ package tracing
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"go.opentelemetry.io/otel/trace"
@@ -46,6 +47,52 @@ func TestInjectExtract(t *testing.T) {
 	sc := trace.SpanContextFromContext(Extract(context.Background(), withState))
 	if sc.TraceID() != traceID || sc.SpanID() != spanID || !sc.IsRemote() || sc.TraceState().Get("vendor") != "x" {
 		t.Errorf("Extract = %+v, want the injected context", sc)
+	}
+}
+
+// A message at Pub/Sub's limit of attributes stays within it: it carries
+// no new trace context, or one without its state, and is counted; a
+// context it already carries is replaced.
+func TestInjectAtTheAttributeLimit(t *testing.T) {
+	attrs := func(n int, extra ...string) map[string]string {
+		m := map[string]string{}
+		for i := range n {
+			m[fmt.Sprintf("k%03d", i)] = "v"
+		}
+		for _, k := range extra {
+			m[k] = "00-0102030405060708090a0b0c0d0e0f10-0807060504030201-01"
+		}
+		return m
+	}
+	for _, c := range []struct {
+		name        string
+		attrs       map[string]string
+		state       string
+		wantLen     int
+		wantParent  bool
+		wantState   bool
+		wantSkipped int64
+	}{
+		{"room for both", attrs(98), "vendor=x", 100, true, true, 0},
+		{"room for the parent only", attrs(99), "vendor=x", 100, true, false, 0},
+		{"no room", attrs(100), "", 100, false, false, 1},
+		{"a parent to replace", attrs(99, TraceParentAttribute), "", 100, true, false, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := contextSkipped.Load()
+			got := Inject(remote(c.state), c.attrs)
+			_, parent := got[TraceParentAttribute]
+			_, state := got[TraceStateAttribute]
+			if len(got) != c.wantLen || parent != c.wantParent || state != c.wantState {
+				t.Errorf("Inject: %d attributes, traceparent %v, tracestate %v; want %d, %v, %v", len(got), parent, state, c.wantLen, c.wantParent, c.wantState)
+			}
+			if c.wantParent && got[TraceParentAttribute] != "00-0102030405060708090a0b0c0d0e0f10-0102030405060708-01" {
+				t.Errorf("Inject: traceparent %q, want the new context's", got[TraceParentAttribute])
+			}
+			if n := contextSkipped.Load() - before; n != c.wantSkipped {
+				t.Errorf("trace_context_skipped grew by %d, want %d", n, c.wantSkipped)
+			}
+		})
 	}
 }
 
