@@ -18,11 +18,23 @@ type check struct {
 	setting string
 	// rejects reports whether sub cannot be read under cfg.
 	rejects func(cfg Config, sub *pubsubpb.Subscription) bool
+	// conflict, if set, names the read's own setting that conflicts with
+	// the subscription's, with its value.
+	conflict func(cfg Config) string
 	// why explains the rejection and says what to do about an existing
 	// subscription.
 	why string
 	// createFix says what to change in SubscriptionCreateOptions.
 	createFix string
+}
+
+// describe is the conflict c found under cfg: the subscription's setting,
+// and the read's where one is at fault too.
+func (c check) describe(cfg Config) string {
+	if c.conflict == nil {
+		return c.setting
+	}
+	return c.setting + " and " + c.conflict(cfg)
 }
 
 // checks is every rejection. A new policy that needs a subscription setting
@@ -42,6 +54,9 @@ var checks = []check{
 		setting: "exactly-once delivery is enabled",
 		rejects: func(cfg Config, sub *pubsubpb.Subscription) bool {
 			return sub.GetEnableExactlyOnceDelivery() && cfg.MaxDurationPerAckExtension > 0 && cfg.MaxDurationPerAckExtension < minExactlyOnceExtension
+		},
+		conflict: func(cfg Config) string {
+			return fmt.Sprintf("MaxDurationPerAckExtension is %v", cfg.MaxDurationPerAckExtension)
 		},
 		why: "the client extends its leases by at least 60 s, whatever MaxDurationPerAckExtension says, so the bound it sets would not hold: " +
 			"leave MaxDurationPerAckExtension unset or at least 60s, or read a subscription without exactly-once delivery",
@@ -69,7 +84,7 @@ func rejection(cfg Config, owned ownedSubscriptions, name string, sub *pubsubpb.
 	var errs []error
 	for _, c := range checks {
 		if c.rejects(cfg, sub) {
-			errs = append(errs, fmt.Errorf("subscription %s cannot be read: %s; %s", name, c.setting, c.why))
+			errs = append(errs, fmt.Errorf("subscription %s cannot be read: %s; %s", name, c.describe(cfg), c.why))
 		}
 	}
 	for _, err := range []error{owned.wrongTopic(name, sub), owned.ownerRejection(name, sub)} {
@@ -87,7 +102,7 @@ func createRejection(cfg Config, field string, name model.Subscription, o Subscr
 	sub := o.subscriptionProto(name)
 	for _, c := range checks {
 		if c.rejects(cfg, sub) {
-			errs = append(errs, fmt.Errorf("%s would create a subscription the read rejects: %s; %s", field, c.setting, c.createFix))
+			errs = append(errs, fmt.Errorf("%s would create a subscription the read rejects: %s; %s", field, c.describe(cfg), c.createFix))
 		}
 	}
 	return errs

@@ -84,7 +84,7 @@ func TestPrepareRejections(t *testing.T) {
 			[]string{sub.String(), "message ordering is disabled", "PER_KEY", "fixed at creation", "Ordering NONE"}},
 		{"exactly-once delivery with short lease extensions", []*pubsubpb.Subscription{existingSub(sub, func(s *pubsubpb.Subscription) { s.EnableExactlyOnceDelivery = true })},
 			func(c *Config) { c.MaxDurationPerAckExtension = 30 * time.Second },
-			[]string{sub.String(), "exactly-once delivery is enabled", "at least 60 s", "MaxDurationPerAckExtension unset or at least 60s"}},
+			[]string{sub.String(), "exactly-once delivery is enabled and MaxDurationPerAckExtension is 30s", "at least 60 s", "MaxDurationPerAckExtension unset or at least 60s"}},
 		{"NACK without a dead-letter policy", []*pubsubpb.Subscription{existingSub(sub, nil)},
 			func(c *Config) { c.DecodePolicy = model.DecodeNack },
 			[]string{sub.String(), "no dead-letter policy", "redelivered forever", "--dead-letter-topic", "DecodePolicy DEAD_LETTER"}},

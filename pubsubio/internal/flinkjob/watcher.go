@@ -18,6 +18,9 @@ const (
 	DefaultRequestTimeout = 10 * time.Second
 )
 
+// warnEvery is how often a watcher whose polls keep failing says so.
+const warnEvery = time.Minute
+
 // ErrNoAnswer is Err's error when the REST API has not answered a poll for
 // longer than the patience.
 var ErrNoAnswer = errors.New("no answer from Flink's REST API")
@@ -56,6 +59,8 @@ type Watcher struct {
 	lastSuccess time.Time // when it ended, on this process's clock
 	lastErr     error     // the latest failed poll's error
 	tried       string    // what the latest failed poll asked
+	failed      int       // polls failed since the last success
+	lastWarned  time.Time // when the failures were last logged
 	// What the watcher knows of the job: its ID, whether it checkpoints,
 	// the restore its readings belong to, and how far its checkpoints
 	// cover. epoch counts the job changes and restores seen; marked says a
@@ -143,8 +148,8 @@ func (w *Watcher) Err(patience time.Duration) error {
 		return w.off
 	}
 	if silent := time.Since(w.lastSuccess); silent > patience && w.lastErr != nil {
-		return fmt.Errorf("%w: no poll of the checkpoints of job %q at %s succeeded for %v (patience %v); the last asked %s and got: %v",
-			ErrNoAnswer, w.key.job, w.key.rest, silent.Round(time.Second), patience, w.tried, w.lastErr)
+		return fmt.Errorf("%w: none of %d polls of the checkpoints of job %q at %s (Flink.REST, --pubsubio_flink_rest) succeeded in %v (FlinkCheckpoints.Patience %v); the last asked %s and got: %v",
+			ErrNoAnswer, w.failed, w.key.job, w.key.rest, silent.Round(time.Second), patience, w.tried, w.lastErr)
 	}
 	return nil
 }
@@ -180,15 +185,18 @@ func (w *Watcher) poll() {
 	var subs []func()
 	if err != nil {
 		pollFailures.Add(1)
-		if w.lastErr == nil {
-			log.Warnf(ctx, "pubsubio.Read: asking Flink's REST API at %s about job %q failed; acks wait for an answer: %v", w.key.rest, w.key.job, err)
+		w.failed++
+		if w.lastErr == nil || time.Since(w.lastWarned) >= warnEvery {
+			log.Warnf(ctx, "pubsubio.Read: %d polls of Flink's REST API at %s about job %q failed in %v; acks wait for an answer: %v",
+				w.failed, w.key.rest, w.key.job, time.Since(w.lastSuccess).Round(time.Second), err)
+			w.lastWarned = time.Now()
 		}
 		w.lastErr, w.tried = err, r.tried
 	} else {
 		if w.lastErr != nil {
-			log.Infof(ctx, "pubsubio.Read: Flink's REST API at %s answers again", w.key.rest)
+			log.Infof(ctx, "pubsubio.Read: Flink's REST API at %s answers again, after %d failed polls", w.key.rest, w.failed)
 		}
-		w.lastErr, w.lastSuccess = nil, time.Now()
+		w.lastErr, w.lastSuccess, w.failed = nil, time.Now(), 0
 		if w.apply(r) {
 			for _, f := range w.subscribers {
 				subs = append(subs, f)

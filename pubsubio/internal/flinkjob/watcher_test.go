@@ -132,8 +132,8 @@ func TestFailedRequestsDelay(t *testing.T) {
 				t.Errorf("Err within the patience: %v", err)
 			}
 			err := w.Err(time.Millisecond)
-			if !errors.Is(err, ErrNoAnswer) || !strings.Contains(err.Error(), "/checkpoints") || !strings.Contains(err.Error(), c.got) {
-				t.Errorf("Err past the patience: %v; want ErrNoAnswer naming the request and %q", err, c.got)
+			if !errors.Is(err, ErrNoAnswer) || !strings.Contains(err.Error(), "/checkpoints") || !strings.Contains(err.Error(), c.got) || !strings.Contains(err.Error(), "Flink.REST") {
+				t.Errorf("Err past the patience: %v; want ErrNoAnswer naming Flink.REST, the request and %q", err, c.got)
 			}
 			awaitCounter(t, c.counterName, c.counter, before, 3)
 			awaitCounter(t, "checkpoint_poll_failures", pollFailures, failuresBefore, 3)
