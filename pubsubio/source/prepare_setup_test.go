@@ -50,6 +50,8 @@ func TestSetupValidationNamesOptionValueAndRange(t *testing.T) {
 			[]string{"Setup[0].Start", `"projects/p/topics/x"`, "projects/PROJECT/snapshots/ID"}},
 		{"invalid snapshot ID", withSetup(SubscriptionSetup{Start: StartFromSnapshot("goog-snap")}),
 			[]string{"Setup[0].Start", `"goog-snap"`, "snapshot ID"}},
+		{"invalid snapshot in a full name", withSetup(SubscriptionSetup{Start: StartFromSnapshot("projects/my-project/snapshots/x")}),
+			[]string{"Setup[0].Start", `"projects/my-project/snapshots/x" is not a snapshot's name`, `snapshot ID "x"`}},
 		{"snapshot with another kind", withSetup(SubscriptionSetup{Start: StartPosition{Kind: PositionEarliestRetained, Snapshot: "snap"}}),
 			[]string{"Setup[0].Start", `Snapshot "snap"`, "EARLIEST_RETAINED"}},
 		{"empty topic in create options", withSetup(SubscriptionSetup{Create: SubscriptionCreateOptions{AckDeadline: time.Minute}}),

@@ -1,7 +1,6 @@
 package source
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -190,13 +189,13 @@ func snapshotName(name string, sub model.Subscription) (string, error) {
 	if strings.Contains(name, "/") {
 		parts := strings.Split(name, "/")
 		if len(parts) != 4 || parts[0] != "projects" || parts[2] != "snapshots" {
-			return "", fmt.Errorf("%q is neither a snapshot ID nor a name of the form projects/PROJECT/snapshots/ID", name)
+			return "", fmt.Errorf("%q is neither a snapshot ID nor a name of the form projects/PROJECT/snapshots/ID", text.Truncate(name, maxQuotedValue))
 		}
 		project, id = parts[1], parts[3]
 	}
 	// A snapshot ID obeys the same rules as a subscription ID.
 	if err := model.SubscriptionOf(project, id).Validate(); err != nil {
-		return "", errors.New(strings.Replace(err.Error(), "subscription", "snapshot", 1))
+		return "", fmt.Errorf("%q is not a snapshot's name: %s", text.Truncate(name, maxQuotedValue), strings.Replace(err.Error(), "subscription", "snapshot", 1))
 	}
 	return "projects/" + project + "/snapshots/" + id, nil
 }
