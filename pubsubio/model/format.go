@@ -4,7 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"unicode/utf8"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 )
 
 // Format says what a message's payload is expected to hold. The record
@@ -75,16 +76,9 @@ func (f Format) Check(data []byte) error {
 }
 
 func checkUTF8(f Format, data []byte) error {
-	if utf8.Valid(data) {
+	at := text.InvalidUTF8At(data)
+	if at < 0 {
 		return nil
-	}
-	at := 0
-	for at < len(data) {
-		r, size := utf8.DecodeRune(data[at:])
-		if r == utf8.RuneError && size <= 1 {
-			break
-		}
-		at += size
 	}
 	return fmt.Errorf("the payload is not valid UTF-8 (format %s): invalid byte at offset %d of %d", f, at, len(data))
 }

@@ -19,8 +19,9 @@
 // attributes sorted by key, and no HTML escaping is applied, so a record is
 // one line of plain JSON: ready for text files or a JSON column.
 //
-// A payload that does not hold the format (invalid JSON or UTF-8) does not
-// become a record and is never dropped silently: Records returns it as
+// A payload that does not hold the format (invalid JSON or UTF-8), or an
+// attribute, ordering key or ID that is not UTF-8 (JSON would replace its
+// bytes), does not become a record and is never dropped silently: Records returns it as
 // a dead letter (dlq.FailedMessage, stage dlq.StageDecode, no gRPC code, the
 // error saying what is wrong and where), which dlq.Write can publish to a
 // dead-letter topic. FormatBytes accepts every payload.
@@ -30,13 +31,16 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -94,6 +98,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	return cfg, construct.Invalid("pubsubio.Records", errs...)
 }
 
+// maxQuotedKey bounds how much of an attribute's key an error quotes.
+const maxQuotedKey = 64
+
 // maxAttributesKeyBytes bounds AttributesKey, which every record repeats:
 // Pub/Sub's own limit on an attribute key.
 const maxAttributesKeyBytes = 256
@@ -115,9 +122,13 @@ func NewEncoder(cfg Config) (*Encoder, error) {
 	return &Encoder{cfg: cfg, key: bytes.Clone(b.Bytes())}, nil
 }
 
-// Encode returns m's record, or why m's payload does not hold the format.
+// Encode returns m's record, or why m's payload does not hold the format
+// or a string of m is not UTF-8.
 func (e *Encoder) Encode(m model.Message) ([]byte, error) {
 	if err := e.cfg.Format.Check(m.Data); err != nil {
+		return nil, err
+	}
+	if err := checkUTF8(m); err != nil {
 		return nil, err
 	}
 	var b bytes.Buffer
@@ -157,6 +168,28 @@ func (e *Encoder) Encode(m model.Message) ([]byte, error) {
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
+}
+
+// checkUTF8 says which string of m is not UTF-8: JSON would replace its
+// bad bytes with U+FFFD, and the record would not say what m held.
+// Messages read from Pub/Sub always pass; messages made in the pipeline
+// may not.
+func checkUTF8(m model.Message) error {
+	bad := func(what, s string) error {
+		if at := text.InvalidUTF8At(s); at >= 0 {
+			return fmt.Errorf("%s is not valid UTF-8 (invalid byte at offset %d of %d), which a record, JSON, cannot hold", what, at, len(s))
+		}
+		return nil
+	}
+	for _, k := range slices.Sorted(maps.Keys(m.Attributes)) {
+		if err := bad("an attribute's key", k); err != nil {
+			return err
+		}
+		if err := bad(fmt.Sprintf("attribute %q", text.Truncate(k, maxQuotedKey)), m.Attributes[k]); err != nil {
+			return err
+		}
+	}
+	return errors.Join(bad("the ordering key", m.OrderingKey), bad("the message ID", m.ID))
 }
 
 // writeJSON appends v, a string or a map of strings, as JSON without HTML

@@ -107,6 +107,26 @@ func TestEncodeRejects(t *testing.T) {
 	}
 }
 
+// A string of the message that is not UTF-8 is an error saying which and
+// where, never a record with U+FFFD in its place.
+func TestEncodeRejectsStringsNotUTF8(t *testing.T) {
+	for _, tc := range []struct {
+		change func(*model.Message)
+		want   string
+	}{
+		{func(m *model.Message) { m.Attributes["type"] = "ord\xffer" }, `attribute "type" is not valid UTF-8 (invalid byte at offset 3 of 6)`},
+		{func(m *model.Message) { m.Attributes["\xfe"] = "x" }, "an attribute's key is not valid UTF-8"},
+		{func(m *model.Message) { m.OrderingKey = "\xc3" }, "the ordering key is not valid UTF-8 (invalid byte at offset 0 of 1)"},
+		{func(m *model.Message) { m.ID = "12\x80" }, "the message ID is not valid UTF-8"},
+	} {
+		m := message(`{"id": 1}`)
+		tc.change(&m)
+		if _, err := encoder(t, Config{}).Encode(m); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Encode = %v, want an error containing %q", err, tc.want)
+		}
+	}
+}
+
 func TestConfigRejects(t *testing.T) {
 	for _, tc := range []struct {
 		cfg  Config

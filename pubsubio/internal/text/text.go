@@ -1,5 +1,6 @@
 // Package text cuts strings that pubsubio quotes in errors, logs and
-// attributes to a bounded length.
+// attributes to a bounded length, and finds where a string stops being
+// UTF-8.
 package text
 
 import "unicode/utf8"
@@ -19,4 +20,18 @@ func Truncate(s string, max int) string {
 		cut = 0
 	}
 	return s[:cut] + ellipsis
+}
+
+// InvalidUTF8At returns the offset of the first byte of s that does not
+// start a valid UTF-8 sequence, or -1 when s is valid UTF-8.
+func InvalidUTF8At[T string | []byte](s T) int {
+	b := []byte(s)
+	for at := 0; at < len(b); {
+		r, size := utf8.DecodeRune(b[at:])
+		if r == utf8.RuneError && size <= 1 {
+			return at
+		}
+		at += size
+	}
+	return -1
 }

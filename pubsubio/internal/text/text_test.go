@@ -24,3 +24,14 @@ func TestTruncateCutsOnARuneBoundary(t *testing.T) {
 		}
 	}
 }
+
+func TestInvalidUTF8At(t *testing.T) {
+	for s, want := range map[string]int{"": -1, "café": -1, "caf\xe9": 3, "\xff": 0, "ok\xc3": 2, "a\xe2\x82": 1} {
+		if got := InvalidUTF8At(s); got != want {
+			t.Errorf("InvalidUTF8At(%q) = %d, want %d", s, got, want)
+		}
+		if got := InvalidUTF8At([]byte(s)); got != want {
+			t.Errorf("InvalidUTF8At([]byte(%q)) = %d, want %d", s, got, want)
+		}
+	}
+}
