@@ -28,7 +28,10 @@ func (s *jobService) Prepare(_ context.Context, req *jobpb.PrepareJobRequest) (*
 	return &jobpb.PrepareJobResponse{PreparationId: "p"}, nil
 }
 
-func startJobService(t *testing.T) (*jobService, string) {
+// prepare sends req to a new job service through Beam's dialer, as a
+// launcher does, and returns the pipeline options the service received.
+func prepare(t *testing.T, req *jobpb.PrepareJobRequest) map[string]any {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -37,32 +40,31 @@ func startJobService(t *testing.T) (*jobService, string) {
 	srv := grpc.NewServer()
 	jobpb.RegisterJobServiceServer(srv, s)
 	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return s, lis.Addr().String()
+	defer srv.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cc, err := grpcx.Dial(ctx, lis.Addr().String(), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if _, err := jobpb.NewJobServiceClient(cc).Prepare(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	return (<-s.prepared).AsMap()
 }
 
 // A job prepared through Beam's dialer carries the added options as
 // top-level pipeline options, beside the ones the launcher sent.
 func TestAddedOptionsReachPrepare(t *testing.T) {
-	s, addr := startJobService(t)
 	if err := AddOptions(map[string]any{"checkpointingInterval": 2000, "finishBundleBeforeCheckpointing": true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := AddOptions(map[string]any{"checkpointingInterval": 5000, "stateBackend": "hashmap"}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cc, err := grpcx.Dial(ctx, addr, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
 	sent, _ := structpb.NewStruct(map[string]any{"beam:option:app_name:v1": "orders"})
-	if _, err := jobpb.NewJobServiceClient(cc).Prepare(ctx, &jobpb.PrepareJobRequest{JobName: "orders", PipelineOptions: sent}); err != nil {
-		t.Fatal(err)
-	}
-	got := (<-s.prepared).AsMap()
+	got := prepare(t, &jobpb.PrepareJobRequest{JobName: "orders", PipelineOptions: sent})
 	want := map[string]any{
 		"beam:option:app_name:v1":                           "orders",
 		"beam:option:checkpointing_interval:v1":             5000.0,
@@ -77,17 +79,9 @@ func TestAddedOptionsReachPrepare(t *testing.T) {
 // An experiment reaches the jobs whose pipeline needs it, beside the
 // experiments the launcher sent, once.
 func TestExperimentReachesThePipelinesThatNeedIt(t *testing.T) {
-	s, addr := startJobService(t)
 	needs := func(p *pipepb.Pipeline) bool { return p.GetComponents().GetTransforms()["stateful"] != nil }
 	AddExperiment("no_splits", needs)
 	AddExperiment("no_splits", needs)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cc, err := grpcx.Dial(ctx, addr, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
 	for _, c := range []struct {
 		transform string
 		want      []any
@@ -97,10 +91,7 @@ func TestExperimentReachesThePipelinesThatNeedIt(t *testing.T) {
 	} {
 		sent, _ := structpb.NewStruct(map[string]any{experimentsKey: []any{"beam_fn_api"}})
 		pipeline := &pipepb.Pipeline{Components: &pipepb.Components{Transforms: map[string]*pipepb.PTransform{c.transform: {}}}}
-		if _, err := jobpb.NewJobServiceClient(cc).Prepare(ctx, &jobpb.PrepareJobRequest{Pipeline: pipeline, PipelineOptions: sent}); err != nil {
-			t.Fatal(err)
-		}
-		got := (<-s.prepared).AsMap()[experimentsKey]
+		got := prepare(t, &jobpb.PrepareJobRequest{Pipeline: pipeline, PipelineOptions: sent})[experimentsKey]
 		if diff := cmp.Diff(c.want, got); diff != "" {
 			t.Errorf("experiments of a pipeline with a %s transform (-want +got):\n%s", c.transform, diff)
 		}
