@@ -1,6 +1,7 @@
 package source
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -195,7 +196,11 @@ func snapshotName(name string, sub model.Subscription) (string, error) {
 	}
 	// A snapshot ID obeys the same rules as a subscription ID.
 	if err := model.SubscriptionOf(project, id).Validate(); err != nil {
-		return "", fmt.Errorf("%q is not a snapshot's name: %s", text.Truncate(name, maxQuotedValue), strings.Replace(err.Error(), "subscription", "snapshot", 1))
+		why := strings.Replace(err.Error(), "subscription", "snapshot", 1)
+		if id != name {
+			why = fmt.Sprintf("%q is not a snapshot's name: %s", text.Truncate(name, maxQuotedValue), why)
+		}
+		return "", errors.New(why)
 	}
 	return "projects/" + project + "/snapshots/" + id, nil
 }
