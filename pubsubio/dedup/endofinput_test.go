@@ -67,11 +67,10 @@ func (fn *copiesSource) ProcessElement(rt *sdf.LockRTracker, _ []byte, emit func
 // dropped: each key's first message passes once. The end of a bounded
 // input moves the watermark to the end of time and fires every key's
 // event-time timer; the last bundle's copies must be seen before their
-// keys are forgotten. CI once saw 2 of 50 keys pass twice after a read
-// that ended on MaxMessages (TestWriteAttributesRoundTrip, since ended on
-// idleness); this shape of it, and a read on pstest ending on MaxMessages
-// with every message published twice, were not reproduced on Prism
-// (RELIABILITY.md, deduplication): this test keeps the shape covered.
+// keys are forgotten. Prism orders a key's data before its timers at
+// equal times, so this shape passes; the copies CI once saw pass twice
+// came from Prism's split of a stalled bundle (split_test.go). This test
+// keeps the shape covered.
 func TestDeduplicateAtTheEndOfABoundedInput(t *testing.T) {
 	const keys = 50
 	p, s := beam.NewPipelineWithRoot()
