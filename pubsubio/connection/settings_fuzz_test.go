@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 )
 
 // endpointOK restates what an emulator endpoint must be, without the
@@ -104,6 +102,8 @@ func FuzzSettingsValidate(f *testing.F) {
 		{EmulatorEndpoint: "[a]b:1"},
 		{EmulatorEndpoint: ":8085"},
 		{EmulatorEndpoint: "local..host:8085"},
+		{EmulatorEndpoint: "user:secret@localhost:8085"},
+		{EmulatorEndpoint: "@"},
 		{EmulatorEndpoint: strings.Repeat("a", 300) + ":8085"},
 		{EmulatorEndpoint: "localhost:8085", CredentialsFile: "/secrets/sa.json"},
 		{CredentialsFile: " {\"type\": \"service_account\"}"},
@@ -129,7 +129,7 @@ func FuzzSettingsValidate(f *testing.F) {
 			t.Fatalf("Validate(EmulatorEndpoint %q) = %v, but by the rules valid=%v", endpoint, epErr, epValid)
 		}
 		if epErr != nil {
-			for _, want := range []string{"EmulatorEndpoint", strconv.Quote(text.Truncate(endpoint, maxQuotedEndpoint))} {
+			for _, want := range []string{"EmulatorEndpoint", quoteEndpoint(endpoint)} {
 				if !strings.Contains(epErr.Error(), want) {
 					t.Fatalf("error for EmulatorEndpoint %q lacks %s: %v", endpoint, want, epErr)
 				}
