@@ -358,9 +358,13 @@ func run(m *testing.M) int {
 // Require returns the binary-wide emulator, acquiring it on first use. If no
 // emulator can be provided it skips the test with a message naming the three
 // ways to provide one (or fails when PUBSUB_IT_REQUIRE=1). If an emulator
-// was found but could not be started, the test fails with its output.
+// was found but could not be started, the test fails with its output. Under
+// -short it skips the test.
 func Require(t testing.TB) *Emulator {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("skipping under -short: the test needs the emulator, a JVM")
+	}
 	shared.mu.Lock()
 	mainCalled := shared.main
 	shared.mu.Unlock()

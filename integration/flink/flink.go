@@ -121,9 +121,13 @@ var errPortTaken = errors.New("port already in use")
 
 // Start starts a Flink for the test in a temporary directory and stops it
 // when the test ends. It skips the test when this machine lacks Java or
-// Maven, and fails it instead when CI=true or PUBSUB_IT_REQUIRE=1.
+// Maven, and fails it instead when CI=true or PUBSUB_IT_REQUIRE=1; under
+// -short it skips the test.
 func Start(t testing.TB, opts Options) *Flink {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("skipping under -short: the test starts Flink")
+	}
 	opts = opts.withDefaults()
 	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout+time.Duration(opts.TaskManagers+2)*opts.StartTimeout)
 	defer cancel()

@@ -150,6 +150,7 @@ func nackCounts(res beam.PipelineResult) string {
 // does not fit is withheld and given back, and comes back into room kept
 // for it: every message is read, none delivered more than twice.
 func TestBudgetSpendsNoDeliveryAttemptsOnPrism(t *testing.T) {
+	skipUnderShort(t)
 	for _, tc := range []struct {
 		name           string
 		maxOutstanding int
@@ -179,6 +180,7 @@ func TestBudgetSpendsNoDeliveryAttemptsOnPrism(t *testing.T) {
 // A downstream stage that stalls for 1.5 s at every 50th message, longer
 // than LeaseIdle: every message is read, and delivered once.
 func TestStallsSpendNoDeliveryAttemptsOnPrism(t *testing.T) {
+	skipUnderShort(t)
 	at := newAttemptsTopic(t, "attempts-stall", 200)
 	p, s := beam.NewPipelineWithRoot()
 	msgs := Read(s, Config{Subscriptions: []model.Subscription{at.sub}, LeaseIdle: time.Second, IdleTimeout: 5 * time.Second, Connection: at.f.conn})

@@ -14,6 +14,7 @@ import (
 // is set above the budget (the client's defaults), or off: left unset, it
 // would be the budget's share and the budget would never bind.
 func TestSmallByteBudgetReadsEverythingOnPrism(t *testing.T) {
+	skipUnderShort(t)
 	for name, maxOutstanding := range map[string]int{"with flow control": DefaultMaxOutstandingBytes, "without flow control": -1} {
 		t.Run(name, func(t *testing.T) {
 			const n, size = 20, 400 << 10

@@ -592,3 +592,12 @@ func counterSums(t *testing.T, ctx context.Context) map[string]int64 {
 	}
 	return got
 }
+
+// skipUnderShort skips a test that runs for many seconds on Prism: the
+// -short tier is the edit loop's.
+func skipUnderShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs for many seconds on Prism: skipped under -short")
+	}
+}
