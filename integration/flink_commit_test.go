@@ -26,6 +26,7 @@ import (
 type checkpointLog struct {
 	mu        sync.Mutex
 	completed map[int64]flink.Checkpoint
+	lastErr   error // the latest failed poll's, for reports
 }
 
 // watchCheckpoints polls job's checkpoints until ctx ends; the job keeps
@@ -36,15 +37,15 @@ func watchCheckpoints(ctx context.Context, rest *flink.REST, job string) *checkp
 		tick := time.NewTicker(250 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			if cps, err := rest.Checkpoints(ctx, job); err == nil {
-				l.mu.Lock()
-				for _, c := range cps.History {
-					if c.Status == "COMPLETED" && !c.IsSavepoint {
-						l.completed[c.ID] = c
-					}
+			cps, err := rest.Checkpoints(ctx, job)
+			l.mu.Lock()
+			l.lastErr = err
+			for _, c := range cps.History {
+				if c.Status == "COMPLETED" && !c.IsSavepoint {
+					l.completed[c.ID] = c
 				}
-				l.mu.Unlock()
 			}
+			l.mu.Unlock()
 			select {
 			case <-ctx.Done():
 				return
@@ -76,6 +77,31 @@ func (l *checkpointLog) count() int {
 	return len(l.completed)
 }
 
+// awaitTriggeredAfter waits up to timeout for a completed checkpoint
+// triggered after t. The JobManager serves checkpoint statistics from a
+// cache that lags by seconds, so only a reading that holds a checkpoint
+// begun after t surely holds every checkpoint completed before t.
+func (l *checkpointLog) awaitTriggeredAfter(t time.Time, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		l.mu.Lock()
+		var latest int64
+		for _, c := range l.completed {
+			latest = max(latest, c.TriggerTimestamp)
+		}
+		err := l.lastErr
+		l.mu.Unlock()
+		if latest > t.UnixMilli() {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no checkpoint triggered after %v completed within %v; the latest was triggered at %v (last poll error: %v)",
+				t.Format(time.TimeOnly), timeout, time.UnixMilli(latest).Format(time.TimeOnly), err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // Read -> tag -> Write (crashpipeline, fused), unbounded, on the embedded
 // cluster with a checkpoint every 2 s: every message reaches the output,
 // and each is acked only after a checkpoint triggered after its copy was
@@ -104,6 +130,15 @@ func TestFlinkAcksOnlyWhatACheckpointCovers(t *testing.T) {
 	}
 
 	published, acked := c.Out.Published(), reads.Acked()
+	var lastAck time.Time
+	for _, at := range acked {
+		if at.After(lastAck) {
+			lastAck = at
+		}
+	}
+	if err := cps.awaitTriggeredAfter(lastAck, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	var early []string
 	var waits []time.Duration
 	for _, id := range c.InputIDs() {
