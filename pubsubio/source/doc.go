@@ -47,7 +47,8 @@
 //     or given back: the message a failed bundle failed on with the RPC
 //     (the rest is requeued for the retry, requeue.go), when the
 //     subscriber stops, when the split is released for LeaseIdle (not
-//     while its bundle runs), or when it was held for MaxExtension
+//     while its bundle runs) or because its worker stopped during a bundle
+//     (readfn.go), or when it was held for MaxExtension
 //     (holds.go). The watermark waits for what was given back until it is
 //     seen again (givenback.go). On a subscription with exactly-once
 //     delivery, Pub/Sub answers each ack, and the bundle that sent it

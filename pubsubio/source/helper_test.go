@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -482,6 +483,45 @@ func (f *fakeServer) acked(ids []string) int {
 		}
 	}
 	return n
+}
+
+// givenBack reports whether pstest saw the message id nacked: a
+// ModifyAckDeadline of 0.
+func (f *fakeServer) givenBack(id string) bool {
+	m := f.srv.Message(id)
+	if m == nil {
+		return false
+	}
+	for _, ma := range m.Modacks {
+		if ma.AckDeadline == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// receiveAll receives and acks messages from sub with the raw client until
+// it has n distinct IDs or limit passed, and returns the IDs it got.
+func (f *fakeServer) receiveAll(t *testing.T, sub model.Subscription, n int, limit time.Duration) map[string]bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	var mu sync.Mutex
+	got := map[string]bool{}
+	err := f.client.Subscriber(sub.String()).Receive(ctx, func(_ context.Context, m *pubsub.Message) {
+		m.Ack()
+		mu.Lock()
+		defer mu.Unlock()
+		if got[m.ID] = true; len(got) >= n {
+			cancel()
+		}
+	})
+	if err != nil && ctx.Err() == nil {
+		t.Fatalf("receive from %s: %v", sub, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return maps.Clone(got)
 }
 
 // publish publishes n messages and returns their IDs.

@@ -22,7 +22,7 @@ const (
 	messagesEmitted
 	messagesAcked
 	nackedBudget        // a delivery that would have crossed the buffer budget
-	nackedRelease       // held by a split released for lease idleness or teardown
+	nackedRelease       // held by a split released for lease idleness, teardown or a stopped worker
 	nackedShutdown      // arrived while its subscriber was stopping
 	nackedSuperseded    // a stale handle replaced by a redelivery of the same message
 	nackedUncommitted   // emitted by a bundle that failed or was retried

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
@@ -145,7 +146,7 @@ func (fn *readFn) runBundle(ctx context.Context, we *watermarkEstimator, rt *sdf
 	}
 	if rest.Final {
 		r.confirmAcks(ctx) // before the release stops the client sending them
-		readers.releaseSplit(key, nackedRelease)
+		readers.releaseSplit(key, r, nackedRelease)
 		we.finish()
 		rt.TryClaim(finishClaim{})
 		return sdf.StopProcessing(), err
@@ -153,6 +154,16 @@ func (fn *readFn) runBundle(ctx context.Context, we *watermarkEstimator, rt *sdf
 	if err != nil {
 		return sdf.StopProcessing(), err
 	}
+	// A bundle that never returns (a stage fused after the read blocks)
+	// keeps its split in use, and what the split holds leased, until
+	// MaxExtension. The worker's context ends when the runner stops the
+	// worker, as it does once a job failed or was cancelled: the split is
+	// released then, and what it held goes back to Pub/Sub.
+	stop := context.AfterFunc(ctx, func() {
+		log.Infof(context.Background(), "pubsubio.Read: releasing split %d of %s: its worker stopped during a bundle; what it held goes back to Pub/Sub", split.Index, split.Subscription)
+		readers.releaseSplit(key, r, nackedRelease)
+	})
+	defer stop()
 	out, err := fn.emitBatch(r, rt, rest.Seq, we.CurrentWatermark(), batch, emit, dead)
 	if err != nil {
 		return sdf.StopProcessing(), err

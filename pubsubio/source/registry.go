@@ -171,18 +171,16 @@ func (g *registry) watermark(read string) time.Time {
 	return low
 }
 
-// releaseSplit releases one split (the end of a bounded split).
-func (g *registry) releaseSplit(key splitKey, reason counter) {
+// releaseSplit releases r, the reader of key: at the end of a bounded
+// split, or when the worker stops while r runs a bundle. A reader made
+// for key since then stays.
+func (g *registry) releaseSplit(key splitKey, r *splitReader, reason counter) {
 	g.mu.Lock()
-	var r *splitReader
-	if rs := g.reads[key.read]; rs != nil {
-		r = rs.readers[key.index]
+	if rs := g.reads[key.read]; rs != nil && rs.readers[key.index] == r {
 		delete(rs.readers, key.index)
 	}
 	g.mu.Unlock()
-	if r != nil {
-		r.release(reason)
-	}
+	r.release(reason)
 }
 
 // janitorInterval is how often lease idleness is checked: often enough that
