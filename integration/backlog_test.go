@@ -20,6 +20,9 @@ import (
 // Monitoring says about its subscription as gauges; when Monitoring fails,
 // the read still reads everything and counts the failures.
 func TestBacklogFromMonitoringBesideTheEmulator(t *testing.T) {
+	if isolated(t) {
+		return
+	}
 	e := emulator.Require(t)
 	mon, err := monitoring.NewServer()
 	if err != nil {

@@ -118,6 +118,7 @@ type budgetResult struct {
 }
 
 func TestBudgetStalledDownstream(t *testing.T) {
+	t.Parallel()
 	longTests(t)
 	e := emulator.Require(t)
 	topic := e.CreateTopic(t, "budget")

@@ -99,6 +99,9 @@ func buildInThisModule(t *testing.T, src, name string) string {
 // drop-in Read (told where the emulator is by --pubsubio_emulator) and
 // logs them in upper case. It runs until stopped, like on Dataflow.
 func TestBeamExampleWordcapOnPrism(t *testing.T) {
+	if isolated(t) {
+		return
+	}
 	e := emulator.Require(t)
 	src := withImport(t, beamFile(t, "go/examples/streaming_wordcap/wordcap.go"), dropInPubsubio)
 	bin := buildInThisModule(t, src, "wordcap")
@@ -301,6 +304,9 @@ func stripVolatile(v any) any {
 // translated job. With --pubsubio_portable_on_dataflow it runs pubsubio's
 // own read and write instead.
 func TestDropInDataflowJobIsBeams(t *testing.T) {
+	if isolated(t) {
+		return
+	}
 	ours := buildInThisModule(t, fmt.Sprintf(dryRunProgram, dropInPubsubio), "dryrun")
 	beams := buildWithBeams(t, fmt.Sprintf(dryRunProgram, beamPubsubio))
 	beamModel, beamJob := dataflowDryRun(t, beams)

@@ -63,6 +63,9 @@ func describeProto(et beam.EventTime, m *pubsubpb.PubsubMessage) string {
 // carries an ID attribute already seen is dropped. PUBSUB_EMULATOR_HOST
 // points at a dead port: the read connects where --pubsubio_emulator says.
 func TestDropInReadTopicWithEveryOption(t *testing.T) {
+	if isolated(t) {
+		return
+	}
 	e := emulator.Require(t)
 	useEmulatorFlag(t, e)
 	t.Setenv("PUBSUB_EMULATOR_HOST", "127.0.0.1:1")
@@ -89,7 +92,7 @@ func TestDropInReadTopicWithEveryOption(t *testing.T) {
 	// The same IDs again: the job runs until Deduplicate has dropped every
 	// copy, which only a working deduplication counts.
 	e.Publish(t, topic, n, 16, attrs("2"))
-	awaitCounter(t, r, "dedup_duplicates", n, time.Minute)
+	awaitCounter(t, r, topic.ID, "dedup_duplicates", n, time.Minute)
 	r.cancel()
 	r.wait(t, time.Minute)
 
@@ -124,6 +127,9 @@ func protoWithAttributes(data []byte) *pubsubpb.PubsubMessage {
 // package cannot): every message arrives with its attributes and ordering
 // key.
 func TestDropInWriteBothElementTypes(t *testing.T) {
+	if isolated(t) {
+		return
+	}
 	e := emulator.Require(t)
 	useEmulatorFlag(t, e)
 	client := e.Client(t)
@@ -160,6 +166,9 @@ func TestDropInWriteBothElementTypes(t *testing.T) {
 // Write to a topic that does not exist fails the job naming it, as Beam's
 // writer does, and does not create it.
 func TestDropInWriteMissingTopicFails(t *testing.T) {
+	if isolated(t) {
+		return
+	}
 	e := emulator.Require(t)
 	useEmulatorFlag(t, e)
 	client := e.Client(t)

@@ -56,7 +56,7 @@ func chooseKillPoint(r *rand.Rand, remaining, killsLeft int) killPoint {
 }
 
 func TestCrashLoopWholeProcessKilled(t *testing.T) {
-	t.Parallel() // mostly waiting for the emulator's redeliveries, on topics of its own
+	t.Parallel()
 	e := emulator.Require(t)
 	n := crash.EnvInt(t, crash.EnvMessages, crash.DefaultMessages)
 	kills := crash.EnvInt(t, crash.EnvKills, crashDefaultKills)
@@ -101,7 +101,7 @@ func TestCrashLoopWholeProcessKilled(t *testing.T) {
 // backlog). The kill comes once a proxy in front of the emulator has seen
 // every input message delivered to this process.
 func TestCrashLoopWholeBacklogBuffered(t *testing.T) {
-	t.Parallel() // mostly waiting for the emulator's redeliveries, on topics of its own
+	t.Parallel()
 	e := emulator.Require(t)
 	n := crash.EnvInt(t, crash.EnvMessages, crash.DefaultMessages)
 	kills := crash.EnvInt(t, crash.EnvKills, crashDefaultBufferedKills)

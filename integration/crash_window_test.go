@@ -23,7 +23,7 @@ import (
 // how many were lost; docs/delivery.md, Delivery guarantee, says where the promise
 // holds.
 func TestCrashWindowedPipelineLosesOnlyOpenWindows(t *testing.T) {
-	t.Parallel() // mostly waiting for the emulator's redeliveries, on topics of its own
+	t.Parallel()
 	e := emulator.Require(t)
 	n := crash.EnvInt(t, crash.EnvMessages, crash.DefaultMessages)
 	_, seed := crash.Rand(t) // no random points here; logged for the summary line
@@ -81,7 +81,7 @@ func TestCrashWindowedPipelineLosesOnlyOpenWindows(t *testing.T) {
 // allowed lateness longer than the emulator takes to give them back, none
 // may be missing.
 func TestCrashWindowedPipelineRedeliveriesWithinAllowedLateness(t *testing.T) {
-	t.Parallel() // mostly waiting for the emulator's redeliveries, on topics of its own
+	t.Parallel()
 	e := emulator.Require(t)
 	n := crash.EnvInt(t, crash.EnvMessages, crash.DefaultMessages)
 	_, seed := crash.Rand(t)

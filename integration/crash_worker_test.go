@@ -171,7 +171,7 @@ func (s *prismServer) knownJobs(t *testing.T) map[string]bool {
 // worker instead (seen twice in CI); the test logs that, cancels the job
 // and goes on to the resubmission, which is the connector's part.
 func TestCrashWorkerKilledPrismKept(t *testing.T) {
-	t.Parallel() // mostly waiting for the emulator's redeliveries, on topics of its own
+	t.Parallel()
 	e := emulator.Require(t)
 	n := crash.EnvInt(t, crash.EnvMessages, crash.DefaultMessages)
 	kills := max(1, crash.EnvInt(t, crash.EnvWorkerKills, 1))
@@ -231,7 +231,7 @@ func TestCrashWorkerKilledPrismKept(t *testing.T) {
 // failed bundle's messages are given back, and a resubmission delivers
 // every one; through Deduplicate, every input comes out once.
 func TestCrashFailedBundleFailsPrismJob(t *testing.T) {
-	t.Parallel() // mostly waiting for the emulator's redeliveries, on topics of its own
+	t.Parallel()
 	e := emulator.Require(t)
 	n := crash.EnvInt(t, crash.EnvMessages, crash.DefaultMessages)
 	bin := crash.BuildPipeline(t)

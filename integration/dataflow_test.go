@@ -89,6 +89,7 @@ func loggedMessage(line string) string {
 }
 
 func TestDataflowDryRunTranslatesTheQuickstart(t *testing.T) {
+	t.Parallel()
 	bin := crash.Build(t, "github.com/pubsubio/beam-pubsubio/examples/quickstart", "quickstart")
 	for _, tc := range []struct {
 		name string

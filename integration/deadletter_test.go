@@ -95,6 +95,7 @@ func decodeDeadLetter(t *testing.T, m *pubsub.Message) dlq.FailedMessage {
 // Every dead letter written on Prism arrives on the dead-letter topic once
 // and decodes to what was written.
 func TestDeadLetterWriteRoundTrip(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	topic := e.CreateTopic(t, "dead-letters")
 	sub := e.CreateSubscription(t, topic, "dead-letters", 0)
@@ -149,6 +150,7 @@ func TestDeadLetterWriteRoundTrip(t *testing.T) {
 // A missing dead-letter topic fails the pipeline naming it, and dlq.Write
 // does not create it.
 func TestDeadLetterWriteMissingTopic(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	topic := missingTopic(t, e, "dead-letters-missing")
 	p, s := beam.NewPipelineWithRoot()
@@ -170,6 +172,7 @@ func TestDeadLetterWriteMissingTopic(t *testing.T) {
 // bundle, arrives on the dead-letter topic with its ID, payload, attributes
 // and subscription; nothing is lost and the counts match.
 func TestDeadLetterRecordViewToTopic(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	input := e.CreateTopic(t, "records")
 	inputSub := e.CreateSubscription(t, input, "records", 30*time.Second)

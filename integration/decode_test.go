@@ -131,6 +131,7 @@ func (p *poisoned) runRead(t *testing.T, cfg pubsubio.ReadConfig) (msgs, dead st
 }
 
 func TestDecodeDeadLetterEndsOnTheDeadLetterOutput(t *testing.T) {
+	t.Parallel()
 	p := newPoisoned(t, nil, "decode-dead")
 	msgs, dead, res := p.runRead(t, p.config(pubsubio.DecodeDeadLetter))
 	checkAll(t, "messages", msgs, p.good)
@@ -148,6 +149,7 @@ func TestDecodeDeadLetterEndsOnTheDeadLetterOutput(t *testing.T) {
 }
 
 func TestDecodeDropEmitsOnlyGoodMessages(t *testing.T) {
+	t.Parallel()
 	p := newPoisoned(t, nil, "decode-drop")
 	msgs, dead, res := p.runRead(t, p.config(pubsubio.DecodeDrop))
 	checkAll(t, "messages", msgs, p.good)
@@ -169,6 +171,7 @@ func TestDecodeDropEmitsOnlyGoodMessages(t *testing.T) {
 // message: Pub/Sub still has every one. On the pstest-backed fake, for its
 // per-message ack counts.
 func TestDecodeFailFailsTheJobAndAcksNoPoison(t *testing.T) {
+	t.Parallel()
 	e, srv := emulator.Fake(t)
 	p := newPoisoned(t, e, "decode-fail")
 	pl, s := beam.NewPipelineWithRoot()
@@ -195,6 +198,7 @@ func TestDecodeFailFailsTheJobAndAcksNoPoison(t *testing.T) {
 // TestDecodeNackOnPrism covers the same on pstest, with per-message ack
 // counts.
 func TestDecodeNackLeavesPoisonToTheSubscriptionsDeadLetterPolicy(t *testing.T) {
+	t.Parallel()
 	p := newPoisoned(t, nil, "decode-nack")
 	deadTopic := p.e.CreateTopic(t, "decode-nack-dead")
 	deadSub := p.e.CreateSubscription(t, deadTopic, "decode-nack-dead", 10*time.Second)
@@ -236,6 +240,7 @@ func TestDecodeNackLeavesPoisonToTheSubscriptionsDeadLetterPolicy(t *testing.T) 
 // Under Nack, a subscription without a dead-letter policy fails the job in
 // the prepare step, naming the subscription and why.
 func TestDecodeNackPrepareRejectsSubscriptionWithoutDeadLetterPolicy(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	topic := e.CreateTopic(t, "prep-nack")
 	sub := e.CreateSubscription(t, topic, "prep-nack", 0)

@@ -67,6 +67,7 @@ func exactlyOnceSubscription(t *testing.T, e *emulator.Emulator, topic pubsubio.
 // with INVALID_ARGUMENT naming only the superseded one; and an ack ID whose
 // lease lapsed (the message was delivered again) is refused the same way.
 func TestEmulatorAnswersExactlyOnceAcks(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	topic := e.CreateTopic(t, "eod-answers")
 	sub := exactlyOnceSubscription(t, e, topic, 10*time.Second)
@@ -132,6 +133,7 @@ func TestEmulatorAnswersExactlyOnceAcks(t *testing.T) {
 // every ack is confirmed by Pub/Sub, so none of the messages is delivered
 // again, and each input reaches the output once.
 func TestExactlyOnceReadTransformWrite(t *testing.T) {
+	t.Parallel()
 	const n = 300
 	e := emulator.Require(t)
 	conn := pubsubio.Connection{EmulatorEndpoint: e.Endpoint}
@@ -186,6 +188,9 @@ func TestExactlyOnceReadTransformWrite(t *testing.T) {
 // seen from a proxy in front of it, is taken: none refused, each input
 // once on the output.
 func TestExactlyOnceOnFlink(t *testing.T) {
+	if isolated(t) {
+		return
+	}
 	const n = 200
 	e := emulator.Require(t)
 	f := flink.Start(t, flink.Options{CheckpointInterval: 2 * time.Second})

@@ -27,6 +27,7 @@ import (
 // panicked the test binary right after ("ctrl.Recv failed ...
 // DeadlineExceeded", prism/internal/worker/worker.go:316; not investigated).
 func TestFaultPrepareAdminFailures(t *testing.T) {
+	t.Parallel()
 	const subID = "prep-fault"
 	sub := pubsubio.SubscriptionOf(emulator.Project, subID)
 	type setup int

@@ -61,6 +61,7 @@ func (f *faultAtFn) ProcessElement(m pubsubio.Message, emit func(pubsubio.Messag
 // Once the proxy accepts again, a rerun of the same pipeline delivers every
 // message.
 func TestFaultPublishUnavailableMidBundle(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	client := e.Client(t)
 	proxy := startProxy(t, e.Endpoint)

@@ -24,6 +24,7 @@ import (
 // once the resources are re-created and published to, a rerun reads
 // everything.
 func TestFaultEmulatorRestartedMidRead(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	own, err := emulator.Start(ctx)

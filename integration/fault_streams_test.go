@@ -98,6 +98,7 @@ func brokenStreamsConfig(sub pubsubio.Subscription, proxy *faultproxy.Proxy, out
 // read ends by itself, every message is emitted, and every message is acked
 // on the server by the end.
 func TestFaultBrokenStreamsReadRecovers(t *testing.T) {
+	t.Parallel()
 	e, srv := emulator.Fake(t)
 	proxy := startProxy(t, e.Endpoint)
 	const n, outstanding = 1000, 50
@@ -199,6 +200,7 @@ func (f *commitProbeFn) FinishBundle() {
 // and every message the first job did not finish; by its end every
 // message is acked on the server (pstest counts acks per message).
 func TestFaultBrokenStreamsAckOnlyCommitted(t *testing.T) {
+	t.Parallel()
 	e, srv := emulator.Fake(t)
 	proxy := startProxy(t, e.Endpoint)
 	const n, outstanding = 600, 50

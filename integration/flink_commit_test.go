@@ -107,6 +107,7 @@ func (l *checkpointLog) awaitTriggeredAfter(t time.Time, timeout time.Duration) 
 // and each is acked only after a checkpoint triggered after its copy was
 // published had completed.
 func TestFlinkAcksOnlyWhatACheckpointCovers(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	bin := crash.BuildPipeline(t)
 	f := flink.Start(t, flink.Options{CheckpointInterval: 2 * time.Second})
@@ -266,6 +267,7 @@ func busyTaskManager(t *testing.T, f *flink.Flink) int {
 // behind a watermark the restored job has moved on (docs/runners.md, Running on
 // Flink). The faults run side by side: most of their time is that wait.
 func TestFlinkCrashMatrix(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	bin := crash.BuildPipeline(t)
 	boot := crash.Build(t, bootPackage, "boot")

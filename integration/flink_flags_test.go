@@ -16,6 +16,7 @@ import (
 // submits) and name the job; only the REST address is passed. Every
 // message reaches the output and is acked once a checkpoint covers it.
 func TestFlinkCheckpointsFromTheFlags(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	bin := crash.BuildPipeline(t)
 	f := flink.Start(t, flink.Options{})

@@ -20,6 +20,7 @@ const restOutage = time.Minute
 // nothing: every message reaches the output, none is acked while the API
 // is down, all are acked once it answers, and the job never restarts.
 func TestFlinkRESTOutage(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	bin := crash.BuildPipeline(t)
 	f := flink.Start(t, flink.Options{CheckpointInterval: 2 * time.Second})

@@ -26,6 +26,7 @@ import (
 // operators' IDs, and the restore at 1 fails ("Cannot map
 // checkpoint/savepoint state for operator ... to the new program").
 func TestFlinkSavepointRescale(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	bin := crash.BuildPipeline(t)
 	f := flink.Start(t, flink.Options{Session: true, CheckpointInterval: 2 * time.Second, PipelineOptions: map[string]any{"operatorChaining": false}})

@@ -47,6 +47,7 @@ var flinkModes = []struct {
 // exactly once. (The session cluster runs the same in
 // TestFlinkProcessEnvironment, and the quickstart in TestFlinkExamples.)
 func TestFlinkReadWrite(t *testing.T) {
+	t.Parallel()
 	bin := crash.BuildPipeline(t)
 	for _, mode := range flinkModes[:1] {
 		t.Run(mode.name, func(t *testing.T) {
@@ -83,8 +84,10 @@ func TestFlinkReadWrite(t *testing.T) {
 // Flink's embedded mini cluster; the quickstart also on the session
 // cluster.
 func TestFlinkExamples(t *testing.T) {
+	t.Parallel()
 	for _, mode := range flinkModes {
 		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel() // each mode starts a Flink of its own
 			examples := []string{"quickstart", "windowedcounts", "deadletters", "typed"}
 			if mode.opts.Session {
 				examples = examples[:1]
@@ -138,6 +141,9 @@ func init() {
 // bundle a second, whose pace sets how long an unbounded job lasts before
 // Beam 2.56's per-residual state reaches Flink's limit of 32,767.
 func TestFlinkCheckpointsDuringSteadyRead(t *testing.T) {
+	if isolated(t) {
+		return
+	}
 	e := emulator.Require(t)
 	const interval = time.Second
 	f := flink.Start(t, flink.Options{CheckpointInterval: interval})
@@ -301,6 +307,7 @@ func runOnFlinkInProcess(ctx context.Context, t *testing.T, f *flink.Flink, name
 // message reaches the output and is acked exactly once. (Under LOOPBACK
 // two TaskManagers collide on worker IDs: see flink.Options.SpreadTasks.)
 func TestFlinkProcessEnvironment(t *testing.T) {
+	t.Parallel()
 	bin := crash.BuildPipeline(t)
 	boot := crash.Build(t, bootPackage, "boot")
 	f := flink.Start(t, flink.Options{Session: true, SpreadTasks: true})
@@ -340,6 +347,9 @@ func TestFlinkProcessEnvironment(t *testing.T) {
 // processing time, run once, the job did not end: the deduplicating stage
 // stayed RUNNING after its input ended (docs/runners.md, Running on Flink).
 func TestFlinkDeduplicateEnds(t *testing.T) {
+	if isolated(t) {
+		return
+	}
 	f := flink.Start(t, flink.Options{})
 	e, srv := emulator.Fake(t)
 	topic := e.CreateTopic(t, "flink-dedup")

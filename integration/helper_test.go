@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"regexp"
 	"runtime"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pubsubio/beam-pubsubio/integration/collect"
+	"github.com/pubsubio/beam-pubsubio/integration/crash"
 	"github.com/pubsubio/beam-pubsubio/integration/emulator"
 	"github.com/pubsubio/beam-pubsubio/integration/faultproxy"
 	"github.com/pubsubio/beam-pubsubio/integration/sample"
@@ -38,6 +40,51 @@ func init() {
 
 // envLong selects the long reliability tests.
 const envLong = "PUBSUB_IT_LONG" // "1" selects them
+
+// envIsolated names the test that a child process of this test binary
+// runs for isolated.
+const envIsolated = "PUBSUB_IT_ISOLATED"
+
+// testLogLine matches a line a test logged (t.Log) in go test -v output.
+var testLogLine = regexp.MustCompile(`^\s+\w+\.go:\d+: `)
+
+// isolated runs the calling test in a child process of this test binary,
+// beside the other tests (t.Parallel), for a test that changes
+// process-wide state: flags and the environment (a job submitted to
+// Flink, the drop-in's flags), the tracer provider, the backlog sampler's
+// counters. The child shares this process's emulator. In the parent,
+// isolated returns true once the child ended, with the child's log lines
+// relayed and its failure or skip the parent's, and the test returns; in
+// the child it returns false and the test runs.
+func isolated(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(envIsolated) == t.Name() {
+		return false
+	}
+	t.Parallel()
+	e := emulator.Require(t)
+	args := []string{"-test.run=^" + t.Name() + "$", "-test.v", "-test.count=1"}
+	if deadline, ok := t.Deadline(); ok {
+		args = append(args, "-test.timeout="+time.Until(deadline).Round(time.Second).String())
+	}
+	cmd := exec.CommandContext(t.Context(), os.Args[0], args...)
+	cmd.Env = append(os.Environ(), envIsolated+"="+t.Name(), emulator.EnvEndpoint+"="+e.Endpoint)
+	out, err := cmd.CombinedOutput()
+	for _, line := range strings.Split(string(out), "\n") {
+		if testLogLine.MatchString(line) {
+			t.Log(strings.TrimSpace(line))
+		}
+	}
+	switch {
+	case err != nil:
+		t.Fatalf("%s in a process of its own: %v; its output ends:\n%s", t.Name(), err, crash.Tail(string(out), 8000))
+	case strings.Contains(string(out), "--- SKIP: "+t.Name()+" "):
+		t.Skip("skipped in its process")
+	case !strings.Contains(string(out), "--- PASS: "+t.Name()+" "):
+		t.Fatalf("%s in a process of its own did not pass; its output ends:\n%s", t.Name(), crash.Tail(string(out), 8000))
+	}
+	return true
+}
 
 // longTests skips t unless PUBSUB_IT_LONG=1.
 func longTests(t *testing.T) {
@@ -179,13 +226,12 @@ type pipelineRun struct {
 	err    error
 	start  time.Time
 	took   time.Duration
-	before []string // the jobs running when it started (runningJobs)
 }
 
 // runInBackground runs p with metrics, bounded by timeout.
 func runInBackground(p *beam.Pipeline, timeout time.Duration) *pipelineRun {
 	ctx, cancel := runContext(timeout)
-	r := &pipelineRun{done: make(chan struct{}), cancel: cancel, start: time.Now(), before: runningJobs()}
+	r := &pipelineRun{done: make(chan struct{}), cancel: cancel, start: time.Now()}
 	go func() {
 		defer close(r.done)
 		defer cancel()
@@ -225,49 +271,29 @@ func ourGoroutines() string {
 	return b.String()
 }
 
-// runningJobs returns the IDs of the jobs running on this process's Prism
-// job server: none before a pipeline started the server.
-func runningJobs() []string {
-	jobs, err := sample.ConnectJobs()
-	if err != nil {
-		return nil
-	}
-	defer func() { _ = jobs.Close() }()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ids, _ := jobs.Running(ctx)
-	return ids
-}
-
-// findJob returns the job that is running now and was not in before
-// (runningJobs, taken before it started), with a connection to the job
+// findJob returns the running job whose pipeline mentions marker (the ID
+// of a topic or subscription of its own), with a connection to the job
 // server; nil and "" until there is exactly one such job.
-func findJob(before []string) (*sample.Jobs, string) {
+func findJob(marker string) (*sample.Jobs, string) {
 	jobs, err := sample.ConnectJobs()
 	if err != nil {
 		return nil, "" // the runner has not started its server yet
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	running, err := jobs.Running(ctx)
-	var fresh []string
-	for _, id := range running {
-		if !slices.Contains(before, id) {
-			fresh = append(fresh, id)
-		}
-	}
-	if err != nil || len(fresh) != 1 {
+	ids, err := jobs.Running(ctx, marker)
+	if err != nil || len(ids) != 1 {
 		_ = jobs.Close()
 		return nil, ""
 	}
-	return jobs, fresh[0]
+	return jobs, ids[0]
 }
 
-// awaitCounter waits until the pubsubio counter name of r's job reaches n,
-// as the job server sums it from the job's finished bundles while it
-// runs, and fails the test with the last value seen if timeout passes or
-// the job ends first.
-func awaitCounter(t *testing.T, r *pipelineRun, name string, n int64, timeout time.Duration) {
+// awaitCounter waits until the pubsubio counter name of r's job (the one
+// that mentions marker, findJob) reaches n, as the job server sums it from
+// the job's finished bundles while it runs, and fails the test with the
+// last value seen if timeout passes or the job ends first.
+func awaitCounter(t *testing.T, r *pipelineRun, marker, name string, n int64, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -282,7 +308,7 @@ func awaitCounter(t *testing.T, r *pipelineRun, name string, n int64, timeout ti
 	var got int64
 	for {
 		if job == "" {
-			jobs, job = findJob(r.before)
+			jobs, job = findJob(marker)
 		}
 		if job != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

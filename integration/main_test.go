@@ -15,13 +15,27 @@ import (
 	"github.com/pubsubio/beam-pubsubio/integration/emulator"
 )
 
+// parallel is how many tests run at once unless -parallel says: they
+// mostly wait (for redeliveries, leases, checkpoints), each on topics and
+// subscriptions of its own and, on Flink, with a job server of its own. A
+// test that changes process-wide state runs in a process of its own
+// (isolated).
+const parallel = 8
+
 // TestMain runs the package's tests, but none under -short: the edit
-// loop's tier is the library's own tests, and these take half an hour.
+// loop's tier is the library's own tests.
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if testing.Short() {
 		fmt.Println("integration: end-to-end tests skipped under -short")
 		os.Exit(0)
+	}
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", fmt.Sprint(parallel)); err != nil {
+			panic(err)
+		}
 	}
 	beam.Init()
 	emulator.Main(m)

@@ -66,6 +66,7 @@ func replay(t *testing.T, sub pubsubio.Subscription, ids []string, cfg pubsubio.
 // created by the job before any split reads, and then consumed: the test
 // publishes once it exists, and the same job reads every message.
 func TestPrepareCreatesMissingSubscriptionThenReadsIt(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	client := e.Client(t)
 	topic := e.CreateTopic(t, "prep-create")
@@ -145,6 +146,7 @@ func awaitSubscription[T any](ctx context.Context, client *pubsub.Client, sub pu
 // anything is read, naming the subscription and the option that would
 // authorise creating it.
 func TestPrepareMissingSubscriptionWithoutCreateOptionsFails(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	topic := e.CreateTopic(t, "prep-nocreate")
 	existing := e.CreateSubscription(t, topic, "prep-nocreate", 0)
@@ -164,6 +166,7 @@ func TestPrepareMissingSubscriptionWithoutCreateOptionsFails(t *testing.T) {
 // Reading an unordered subscription under PER_KEY fails the job naming the
 // subscription and the setting.
 func TestPrepareRejectsUnorderedSubscriptionUnderPerKey(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	topic := e.CreateTopic(t, "prep-unordered")
 	sub := e.CreateSubscription(t, topic, "prep-unordered", 0)
@@ -180,6 +183,7 @@ func TestPrepareRejectsUnorderedSubscriptionUnderPerKey(t *testing.T) {
 // Every create option is on the subscriptions the job created, read back
 // from the emulator; NeverExpire is a policy without a TTL.
 func TestPrepareCreateOptionsReadBack(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	client := e.Client(t)
 	topic := e.CreateTopic(t, "prep-options")
@@ -241,6 +245,7 @@ func TestPrepareCreateOptionsReadBack(t *testing.T) {
 // is a timestamp before the backlog was published. (The emulator implements
 // seek; pstest's seek to a time crashes its process.)
 func TestPrepareReplaysAckedBacklogFromTimestamp(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	client := e.Client(t)
 	topic := e.CreateTopic(t, "prep-replay")
@@ -272,6 +277,7 @@ func TestPrepareReplaysAckedBacklogFromTimestamp(t *testing.T) {
 // was taken, after all of it was acked. The snapshot is taken with the
 // admin client.
 func TestPrepareSnapshotPosition(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	client := e.Client(t)
 	topic := e.CreateTopic(t, "prep-snapshot")

@@ -87,6 +87,7 @@ func (s *prismServer) wantBootStarted(t *testing.T) {
 // Read -> Write, read bounded: every message reaches the output and every
 // input message is acked once, by a worker the boot program started.
 func TestProcessEnvironmentReadWrite(t *testing.T) {
+	t.Parallel()
 	e, srv := emulator.Fake(t)
 	const n = 300
 	bin := crash.BuildPipeline(t)
@@ -118,6 +119,7 @@ func TestProcessEnvironmentReadWrite(t *testing.T) {
 // The examples that publish dead letters and count windows, each checking
 // what it reads back, run with their workers started by the boot program.
 func TestProcessEnvironmentExamples(t *testing.T) {
+	t.Parallel()
 	boot := crash.Build(t, bootPackage, "boot")
 	prism := startPrism(t)
 	for _, example := range []string{"deadletters", "windowedcounts"} {

@@ -39,6 +39,7 @@ func (f *failFirstFn) ProcessElement(m pubsubio.Message) error {
 // (a) Two subscriptions, three splits each, several thousand messages: every
 // message is emitted from each subscription, and each count is right.
 func TestReadEveryMessageFromEverySubscription(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	const n = 3000
 	topic := e.CreateTopic(t, "read-all")
@@ -71,6 +72,7 @@ func TestReadEveryMessageFromEverySubscription(t *testing.T) {
 // is acked, Pub/Sub gets it back, and a second run reads and acks every
 // message exactly once.
 func TestReadAcksOnlyCommittedBundles(t *testing.T) {
+	t.Parallel()
 	e, srv := emulator.Fake(t)
 	const n = 150
 	topic := e.CreateTopic(t, "commit")
@@ -140,6 +142,7 @@ func TestReadAcksOnlyCommittedBundles(t *testing.T) {
 // (c) An unbounded read cancelled through its context: what its committed
 // bundles emitted is acked, and everything else comes back to the next run.
 func TestReadCancelledGivesBackUncommitted(t *testing.T) {
+	t.Parallel()
 	e, srv := emulator.Fake(t)
 	const n = 200
 	topic := e.CreateTopic(t, "cancel")
@@ -207,6 +210,7 @@ func TestReadCancelledGivesBackUncommitted(t *testing.T) {
 // A subscription that does not exist fails the job with an error naming it
 // and saying what to do, instead of spinning.
 func TestReadMissingSubscriptionFailsNamingIt(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	missing := pubsubio.SubscriptionOf(e.Project, "no-such-subscription")
 	p, _ := readInto(t, pubsubio.ReadConfig{
@@ -221,6 +225,7 @@ func TestReadMissingSubscriptionFailsNamingIt(t *testing.T) {
 // callback after a plan's first bundle: acks do not depend on it, so every
 // message is still acked exactly once, partly by callbacks that did run.
 func TestReadFinalizationForcedOnDefectiveSDK(t *testing.T) {
+	t.Parallel()
 	e, srv := emulator.Fake(t)
 	const n = 150
 	topic := e.CreateTopic(t, "finalize")

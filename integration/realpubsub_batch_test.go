@@ -68,6 +68,7 @@ func (r *realPubSub) createSchemaTopic(t *testing.T, prefix string) pubsubio.Top
 // dead-lettered with the service's INVALID_ARGUMENT, and the rejection is
 // counted once (confirmed alone), not once per message of the batch.
 func TestRealPubSubSchemaRejectionIsolatedFromItsBatch(t *testing.T) {
+	t.Parallel()
 	r := newRealPubSub(t)
 	topic := r.createSchemaTopic(t, "schema")
 	sub := r.createSubscription(t, "schema", topic, &pubsubpb.Subscription{})

@@ -64,6 +64,7 @@ func (r *realPubSub) grantServiceAgent(t *testing.T, deadTopic pubsubio.Topic, s
 // poison message arrives on the dead-letter topic carrying Pub/Sub's
 // delivery count.
 func TestRealPubSubNackForwardsPoisonToDeadLetterTopic(t *testing.T) {
+	t.Parallel()
 	r := newRealPubSub(t)
 	topic := r.topic(t, "nack")
 	deadTopic := r.topic(t, "nack-dead")

@@ -111,6 +111,7 @@ keys:
 // ordering-enabled subscription, read under PER_KEY: the pipeline sees each
 // key's messages in publish order, and all of them.
 func TestRealPubSubPerKeyOrderingEndToEnd(t *testing.T) {
+	t.Parallel()
 	r := newRealPubSub(t)
 	topic := r.topic(t, "per-key")
 	sub := r.createSubscription(t, "per-key", topic, &pubsubpb.Subscription{EnableMessageOrdering: true})
@@ -137,6 +138,7 @@ func TestRealPubSubPerKeyOrderingEndToEnd(t *testing.T) {
 // acked messages (ackedBacklogNote, prepare_test.go); the service must
 // restore all of them, in order per key.
 func TestRealPubSubSeekToTimestampOnOrderedSubscription(t *testing.T) {
+	t.Parallel()
 	r := newRealPubSub(t)
 	topic := r.topic(t, "ordered-seek")
 	sub := r.createSubscription(t, "ordered-seek", topic, &pubsubpb.Subscription{EnableMessageOrdering: true, RetainAckedMessages: true})

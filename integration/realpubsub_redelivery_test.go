@@ -83,6 +83,7 @@ func arrivals(t *testing.T, client *pubsub.Client, sub string, want map[string]b
 // after giving messages back, and every message it did not emit reaches a
 // second reader within promptRedelivery of the job's end.
 func TestRealPubSubReleasedMessagesRedeliveredPromptly(t *testing.T) {
+	t.Parallel()
 	r := newRealPubSub(t)
 	topic := r.topic(t, "release")
 	sub := r.createSubscription(t, "release", topic, &pubsubpb.Subscription{AckDeadlineSeconds: 600})

@@ -212,6 +212,7 @@ func runWithin(t *testing.T, p *beam.Pipeline, limit time.Duration, progress fun
 // Retention, expiration and filter persist on the service as the job
 // created them (the emulator accepts and returns anything).
 func TestRealPubSubCreateOptionsPersist(t *testing.T) {
+	t.Parallel()
 	r := newRealPubSub(t)
 	topic := r.topic(t, "options")
 	full := r.subscription(t, "options-full")
@@ -240,6 +241,7 @@ func TestRealPubSubCreateOptionsPersist(t *testing.T) {
 // prepare step's first call, describing the subscription, as an account
 // with no Pub/Sub role.
 func TestRealPubSubPermissionDeniedNamesThePermission(t *testing.T) {
+	t.Parallel()
 	r := newRealPubSub(t)
 	denied := requireEnv(t, envDeniedCredentials, "the key file of a service account with no Pub/Sub role")
 	topic := r.topic(t, "denied")

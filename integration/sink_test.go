@@ -75,6 +75,7 @@ func bundlesSeen(name string) int64 {
 // A publish answered NOT_FOUND, then success: the sink repairs (the topic
 // exists, creation answers ALREADY_EXISTS) and every message arrives once.
 func TestSinkPstestNotFoundThenSuccess(t *testing.T) {
+	t.Parallel()
 	var publishes atomic.Int64
 	e, srv := emulator.Fake(t, pstest.ServerReactorOption{FuncName: "Publish", Reactor: reactorFunc(func(any) (bool, any, error) {
 		if publishes.Add(1) == 1 {
@@ -111,6 +112,7 @@ func TestSinkPstestNotFoundThenSuccess(t *testing.T) {
 // INVALID_ARGUMENT for one message in a batch: the others are published and
 // exactly that one is dead-lettered.
 func TestSinkPstestInvalidArgumentForOneMessage(t *testing.T) {
+	t.Parallel()
 	e, srv := emulator.Fake(t, pstest.ServerReactorOption{FuncName: "Publish", Reactor: reactorFunc(func(req any) (bool, any, error) {
 		for _, m := range req.(*pubsubpb.PublishRequest).GetMessages() {
 			if m.GetAttributes()["poison"] != "" {
@@ -165,6 +167,7 @@ func TestSinkPstestInvalidArgumentForOneMessage(t *testing.T) {
 // UNAVAILABLE on every publish fails the pipeline, naming Pub/Sub's status,
 // even under a dropping policy.
 func TestSinkPstestUnavailableFailsThePipeline(t *testing.T) {
+	t.Parallel()
 	e, srv := emulator.Fake(t, pstest.WithErrorInjection("Publish", codes.Unavailable, "backend unavailable"))
 	topic := e.CreateTopic(t, "sink-unavailable")
 	p, dead := writePipeline(t, pubsubio.WriteConfig{
@@ -189,6 +192,7 @@ func TestSinkPstestUnavailableFailsThePipeline(t *testing.T) {
 // topics and two the sink creates, every create option is on the created
 // topics, and attributes and ordering keys arrive.
 func TestSinkDynamicDestinationsWithAutoCreation(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	client := e.Client(t)
 	existing := []pubsubio.Topic{e.CreateTopic(t, "sink-dyn-a"), e.CreateTopic(t, "sink-dyn-b")}
@@ -264,6 +268,7 @@ func TestSinkDynamicDestinationsWithAutoCreation(t *testing.T) {
 // only each bundle's end-of-bundle flush can deliver, over many bundles of
 // one fused stage, and every message read arrives on the output topic.
 func TestSinkReadToWriteDeliversEveryMessageThroughBundleFlushes(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	client := e.Client(t)
 	in := e.CreateTopic(t, "sink-rw-in")
@@ -313,6 +318,7 @@ func TestSinkReadToWriteDeliversEveryMessageThroughBundleFlushes(t *testing.T) {
 // MessagesFromStrings and MessagesFromBytes feed Write from plain
 // PCollections: each element becomes one message's payload.
 func TestSinkFromStringsAndBytes(t *testing.T) {
+	t.Parallel()
 	e, srv := emulator.Fake(t)
 	topic := e.CreateTopic(t, "sink-plain")
 	p, s := beam.NewPipelineWithRoot()

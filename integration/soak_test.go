@@ -75,6 +75,7 @@ func soakDuration(t *testing.T) time.Duration {
 var soakGauges = []string{"buffered_messages", "buffered_bytes", "pending_acks", "inflight_messages", "inflight_bytes", "active_publishers"}
 
 func TestSoakReadWrite(t *testing.T) {
+	t.Parallel()
 	longTests(t)
 	duration := soakDuration(t)
 	warmUp := min(soakWarmUp, duration/2)
@@ -112,7 +113,6 @@ func TestSoakReadWrite(t *testing.T) {
 		Connection: pubsubio.Connection{EmulatorEndpoint: e.Endpoint},
 	}, msgs)
 
-	before := runningJobs()
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	runDone := make(chan error, 1)
 	go func() { runDone <- beamx.Run(runCtx, p) }()
@@ -162,7 +162,7 @@ func TestSoakReadWrite(t *testing.T) {
 		add("rss", float64(mem.RSS))
 		add("goroutines", float64(sample.Goroutines()))
 		if jobID == "" {
-			jobs, jobID = findJob(before)
+			jobs, jobID = findJob(subIn.ID)
 		}
 		line := fmt.Sprintf("SOAK-SAMPLE t=%ds rss=%.1fMiB goroutines=%d published=%d arrived=%d",
 			int(at.Seconds()), float64(mem.RSS)/sample.MiB, sample.Goroutines(), published.Load(), arrivals.distinct())

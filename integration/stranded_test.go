@@ -24,6 +24,7 @@ const (
 )
 
 func TestEmulatorStrandsWhatAStoppedStreamWasSent(t *testing.T) {
+	t.Parallel()
 	longTests(t)
 	e := emulator.Require(t)
 	topic := e.CreateTopic(t, "stranded")

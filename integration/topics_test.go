@@ -29,6 +29,9 @@ import (
 // A bounded read of a topic with a generated name reads what is published
 // once its subscription exists, then deletes it.
 func TestReadTopicBoundedDeletesItsSubscription(t *testing.T) {
+	if isolated(t) {
+		return
+	}
 	e := emulator.Require(t)
 	client := e.Client(t)
 	topic := e.CreateTopic(t, "topic-bounded")
@@ -64,6 +67,9 @@ func TestReadTopicBoundedDeletesItsSubscription(t *testing.T) {
 // later (tried: the second run received nothing in 3 minutes; docs/limits.md,
 // Known limits).
 func TestReadTopicNamedKeepsItsSubscriptionAcrossRuns(t *testing.T) {
+	if isolated(t) {
+		return
+	}
 	e, _ := emulator.Fake(t)
 	client := e.Client(t)
 	topic, taken := e.CreateTopic(t, "topic-named"), e.CreateTopic(t, "topic-taken")
@@ -113,6 +119,9 @@ func TestReadTopicNamedKeepsItsSubscriptionAcrossRuns(t *testing.T) {
 // (--job_name) fails at prepare, naming that job and Shared, and leaves
 // the subscription alone.
 func TestReadTopicOfAnotherJobRefused(t *testing.T) {
+	if isolated(t) {
+		return
+	}
 	e := emulator.Require(t)
 	client := e.Client(t)
 	topic := e.CreateTopic(t, "topic-other-job")
@@ -136,6 +145,9 @@ func TestReadTopicOfAnotherJobRefused(t *testing.T) {
 // A read whose own subscription for a topic exists on another topic fails
 // at prepare, naming both topics, and leaves that subscription alone.
 func TestReadTopicSubscriptionOnAnotherTopicFails(t *testing.T) {
+	if isolated(t) {
+		return
+	}
 	e := emulator.Require(t)
 	client := e.Client(t)
 	topic, elsewhere := e.CreateTopic(t, "topic-asked"), e.CreateTopic(t, "topic-elsewhere")
@@ -160,6 +172,9 @@ func TestReadTopicSubscriptionOnAnotherTopicFails(t *testing.T) {
 // cannot do, ends the read and deletes it); cmd/pubsubio-orphans then
 // finds it by its labels, its job no longer running, and deletes it.
 func TestReadTopicUnboundedLeavesItsSubscription(t *testing.T) {
+	if isolated(t) {
+		return
+	}
 	e := emulator.Require(t)
 	client := e.Client(t)
 	topic := e.CreateTopic(t, "topic-unbounded")

@@ -73,6 +73,9 @@ func tracedClient(t *testing.T, e *emulator.Emulator) *pubsub.Client {
 // its chain of parents is the Write's publish span, then the Read's
 // receive span, then the publisher's own span.
 func TestTracingAcrossThePipeline(t *testing.T) {
+	if isolated(t) {
+		return
+	}
 	const n = 20
 	e := emulator.Require(t)
 	rec := recordSpans(t)
@@ -154,6 +157,9 @@ func spansNamed(rec *tracetest.SpanRecorder, name string) []sdktrace.ReadOnlySpa
 // (The emulator takes any attribute key; Write's own check is what this
 // exercises.)
 func TestTraceContextPassesThrough(t *testing.T) {
+	if isolated(t) {
+		return
+	}
 	const n = 5
 	e := emulator.Require(t)
 	conn := pubsubio.Connection{EmulatorEndpoint: e.Endpoint}

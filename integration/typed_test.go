@@ -57,6 +57,7 @@ func toCharge(m pubsubio.Message, p *money.Money) (pubsubio.Message, charge) {
 // a Go struct, encoded as Avro for another topic and written; a payload
 // that is not a payment goes to the dead letters.
 func TestTypedOnEmulator(t *testing.T) {
+	t.Parallel()
 	const payments = 30
 	e := emulator.Require(t)
 	in := e.CreateTopic(t, "typed-in")
@@ -158,6 +159,7 @@ func scaled(r sensorReading) sensorReading {
 // revision that does not exist: the emulator replaces them with its own
 // (else they would be dead letters), as the package documents.
 func TestTypedSchemasOnEmulator(t *testing.T) {
+	t.Parallel()
 	const perRevision = 10
 	e := emulator.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -284,6 +286,7 @@ func schemaClient(t *testing.T, conn pubsubio.Connection) *vkit.SchemaClient {
 // recorded. On the pstest-backed fake, for its per-message records.
 // Emulator.Publish's payloads ("0.......") are not JSON.
 func TestTypedDecodeFailGivesTheMessageBack(t *testing.T) {
+	t.Parallel()
 	e, srv := emulator.Fake(t)
 	topic := e.CreateTopic(t, "typed-fail")
 	sub := e.CreateSubscription(t, topic, "typed-fail", 10*time.Second)

@@ -162,7 +162,7 @@ func (r *loadRun) run(t *testing.T, late pubsubio.LatePolicy, extra func(*pubsub
 	}
 	results.check(t, r.want)
 	r.checkFiredDuringTheLoad(t, results, backlog, feedStart, feedEnd)
-	return jobCounter(t, run, "late_messages")
+	return jobCounter(t, r.sub.ID, "late_messages")
 }
 
 // firedWithin is how long after its end every window must have fired while
@@ -202,6 +202,7 @@ func (r *loadRun) checkFiredDuringTheLoad(t *testing.T, res *results, backlog ma
 
 // A backlog, then a steady feed: every window once, exactly, none late.
 func TestWindowsUnderSustainedLoad(t *testing.T) {
+	t.Parallel()
 	r := newLoadRun(t)
 	if late := r.run(t, pubsubio.LateEmit, nil); late != 0 {
 		t.Errorf("late_messages = %d, want 0", late)
@@ -215,6 +216,7 @@ func TestWindowsUnderSustainedLoad(t *testing.T) {
 // fires in an hour), the second is late and goes to the dead letters
 // under LateDeadLetter.
 func TestWindowsUnderLoadSurviveSkewedStamps(t *testing.T) {
+	t.Parallel()
 	r := newLoadRun(t)
 	var aheadID, minID string
 	skewed := func(pub *pubsub.Publisher) []*pubsub.PublishResult {
@@ -254,11 +256,12 @@ func TestWindowsUnderLoadSurviveSkewedStamps(t *testing.T) {
 	}
 }
 
-// jobCounter returns the pubsubio counter name of r's running job, as the
-// job server sums it from the job's finished bundles.
-func jobCounter(t *testing.T, r *pipelineRun, name string) int64 {
+// jobCounter returns the pubsubio counter name of the running job that
+// mentions marker (findJob), as the job server sums it from the job's
+// finished bundles.
+func jobCounter(t *testing.T, marker, name string) int64 {
 	t.Helper()
-	jobs, job := findJob(r.before)
+	jobs, job := findJob(marker)
 	if job == "" {
 		t.Fatalf("no running job to read %s of", name)
 	}

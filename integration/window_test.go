@@ -320,6 +320,7 @@ func newFeed(t *testing.T, e *emulator.Emulator, name string, keys int, phases .
 // Publish time as event time, 200 messages a second for 20 s over 5 keys,
 // the read's defaults.
 func TestWindowsFireOnceWithTheRightCounts(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	runWindowedCounts(t, e, pubsubio.ReadConfig{}, newFeed(t, e, "win", 5, [2]int{200, 20}))
 }
@@ -327,6 +328,7 @@ func TestWindowsFireOnceWithTheRightCounts(t *testing.T) {
 // The same with the event time in an attribute the publisher sets from its
 // own clock.
 func TestWindowsFireOnTheTimestampAttribute(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	f := newFeed(t, e, "win-ts", 5, [2]int{200, 20})
 	f.stamp = true
@@ -337,6 +339,7 @@ func TestWindowsFireOnTheTimestampAttribute(t *testing.T) {
 // at 10, silent for 15 s (over WatermarkIdle) in the middle. No window of
 // the slow one may lose a message to the fast one's watermark.
 func TestWindowsOverAFastAndASlowSubscription(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	fast := newFeed(t, e, "win-fast", 3, [2]int{200, 30})
 	slow := newFeed(t, e, "win-slow", 2, [2]int{10, 8}, [2]int{0, 15}, [2]int{10, 7})
@@ -351,6 +354,7 @@ func TestWindowsOverAFastAndASlowSubscription(t *testing.T) {
 // split the lagging one's messages are late (run once with each split
 // reporting its own: 1,321 of 3,000 dropped, 21 windows without a result).
 func TestWindowsOverALaggingAndACaughtUpSubscription(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	caughtUp := newFeed(t, e, "win-now", 3, [2]int{100, 15})
 	caughtUp.stamp = true

@@ -49,6 +49,7 @@ func elementIDOf(m pubsubio.Message) string { return m.Attributes["element_id"] 
 // time it was written with, and Deduplicate keyed on the ID removes what a
 // second, identical run of the writer (a retried bundle) published again.
 func TestWriteAttributesRoundTrip(t *testing.T) {
+	t.Parallel()
 	e := emulator.Require(t)
 	topic := e.CreateTopic(t, "write-attrs")
 	sub := e.CreateSubscription(t, topic, "write-attrs", 0)

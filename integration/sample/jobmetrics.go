@@ -1,15 +1,19 @@
 package sample
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"slices"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/metricsx"
 	jobpb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/jobmanagement_v1"
+	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 )
 
 // Jobs reads the live metrics of jobs on the Prism job server this process
@@ -40,20 +44,48 @@ func ConnectJobs() (*Jobs, error) {
 // Close closes the connection to the job server.
 func (j *Jobs) Close() error { return j.conn.Close() }
 
-// Running returns the IDs of the jobs in the RUNNING state, sorted.
-func (j *Jobs) Running(ctx context.Context) ([]string, error) {
+// Running returns the IDs of the running jobs whose pipeline mentions
+// marker, sorted: the ID of a topic or subscription of the job's own tells
+// it from the jobs other tests run on the same job server meanwhile.
+func (j *Jobs) Running(ctx context.Context, marker string) ([]string, error) {
 	res, err := j.client.GetJobs(ctx, &jobpb.GetJobsRequest{})
 	if err != nil {
 		return nil, fmt.Errorf("sample: listing jobs: %w", err)
 	}
 	var ids []string
 	for _, info := range res.GetJobInfo() {
-		if info.GetState() == jobpb.JobState_RUNNING {
+		if info.GetState() != jobpb.JobState_RUNNING {
+			continue
+		}
+		p, err := j.client.GetPipeline(ctx, &jobpb.GetJobPipelineRequest{JobId: info.GetJobId()})
+		if err != nil {
+			return nil, fmt.Errorf("sample: pipeline of job %s: %w", info.GetJobId(), err)
+		}
+		if mentions(p.GetPipeline(), marker) {
 			ids = append(ids, info.GetJobId())
 		}
 	}
 	slices.Sort(ids)
 	return ids, nil
+}
+
+// mentions reports whether a DoFn of p has marker among its fields, which
+// Beam Go encodes in base64 within each ParDo's payload.
+func mentions(p *pipepb.Pipeline, marker string) bool {
+	for _, t := range p.GetComponents().GetTransforms() {
+		if t.GetSpec().GetUrn() != "beam:transform:pardo:v1" {
+			continue
+		}
+		var pardo pipepb.ParDoPayload
+		if proto.Unmarshal(t.GetSpec().GetPayload(), &pardo) != nil {
+			continue
+		}
+		fn, err := base64.StdEncoding.DecodeString(string(pardo.GetDoFn().GetPayload()))
+		if err == nil && bytes.Contains(fn, []byte(marker)) {
+			return true
+		}
+	}
+	return false
 }
 
 // Metrics returns a job's user metrics in namespace, by name, summed over
