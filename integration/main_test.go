@@ -12,6 +12,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
+	"github.com/pubsubio/beam-pubsubio/integration/crash"
 	"github.com/pubsubio/beam-pubsubio/integration/emulator"
 )
 
@@ -38,5 +39,9 @@ func TestMain(m *testing.M) {
 		}
 	}
 	beam.Init()
-	emulator.Main(m)
+	code := emulator.Run(m)
+	if err := crash.RemoveBuilds(); err != nil {
+		fmt.Fprintf(os.Stderr, "integration: removing the test binaries: %v\n", err)
+	}
+	os.Exit(code)
 }

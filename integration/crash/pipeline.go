@@ -3,8 +3,6 @@ package crash
 import (
 	"math/rand"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,25 +71,4 @@ func Rand(t testing.TB) (*rand.Rand, int64) {
 	}
 	t.Logf("kill points seeded with %d (replay: %s=%d)", seed, EnvSeed, seed)
 	return rand.New(rand.NewSource(seed)), seed
-}
-
-// Build builds the main package pkg with `go build` into a temporary
-// directory of the test and returns the binary's path, named name.
-func Build(t testing.TB, pkg, name string) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), name)
-	start := time.Now()
-	out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
-	}
-	t.Logf("built %s in %v", pkg, time.Since(start).Round(time.Millisecond))
-	return bin
-}
-
-// BuildPipeline builds integration/crashpipeline and returns the binary's
-// path.
-func BuildPipeline(t testing.TB) string {
-	t.Helper()
-	return Build(t, PipelinePackage, "crashpipeline")
 }

@@ -333,10 +333,12 @@ var shared struct {
 // is started lazily by the first Require, so test binaries (or -run
 // selections) that never need it do not pay the JVM start-up.
 func Main(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(Run(m))
 }
 
-func run(m *testing.M) int {
+// Run is Main for a TestMain that has more to clean up after the tests: it
+// returns the exit code instead of exiting.
+func Run(m *testing.M) int {
 	shared.mu.Lock()
 	shared.main = true
 	shared.mu.Unlock()
