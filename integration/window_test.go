@@ -338,8 +338,13 @@ func TestWindowsFireOnTheTimestampAttribute(t *testing.T) {
 // Two subscriptions, two splits each: one fed at 200 a second, the other
 // at 10, silent for 15 s (over WatermarkIdle) in the middle. No window of
 // the slow one may lose a message to the fast one's watermark.
+//
+// It runs alone, before the parallel tests: after the silence the slow
+// split's watermark is now minus WatermarkLateness (1 s), so a message the
+// emulator delivers more than 1 s after its publish is late, as
+// documented. Beside 7 other tests (load average 17 on 2 cores) the first
+// messages after the silence took that long and fired a second pane.
 func TestWindowsOverAFastAndASlowSubscription(t *testing.T) {
-	t.Parallel()
 	e := emulator.Require(t)
 	fast := newFeed(t, e, "win-fast", 3, [2]int{200, 30})
 	slow := newFeed(t, e, "win-slow", 2, [2]int{10, 8}, [2]int{0, 15}, [2]int{10, 7})
