@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,20 @@ import (
 	"github.com/pubsubio/beam-pubsubio/integration/flink"
 )
 
+// submitAsAUser starts a Flink of its own and submits crashpipeline to its
+// job server as a user would (flink.UserArgs), reading n messages of a
+// topology named name through a counter of deliveries and acks, with
+// extra flags.
+func submitAsAUser(t *testing.T, name string, n int, extra ...string) (*flink.Flink, *crash.Topology, *crash.DeliveryCounter, *crash.Process) {
+	e := emulator.Require(t)
+	bin := crash.BuildPipeline(t)
+	f := flink.Start(t, flink.Options{})
+	reads := crash.StartDeliveryCounter(t, e.Endpoint)
+	c := crash.NewTopology(t, e, name, n, nil)
+	p := crash.Start(t, bin, "submitter", append(f.UserArgs(), c.Args(append([]string{"--read_emulator=" + reads.Endpoint}, extra...)...)...)...)
+	return f, c, reads, p
+}
+
 // A user's own Flink job server, nothing in front of it: the pipeline's
 // flags alone turn on the checkpoints the read needs (pubsubio sets
 // checkpointingInterval and finishBundleBeforeCheckpointing on the job it
@@ -17,17 +32,10 @@ import (
 // message reaches the output and is acked once a checkpoint covers it.
 func TestFlinkCheckpointsFromTheFlags(t *testing.T) {
 	t.Parallel()
-	e := emulator.Require(t)
-	bin := crash.BuildPipeline(t)
-	f := flink.Start(t, flink.Options{})
-	reads := crash.StartDeliveryCounter(t, e.Endpoint)
 	const n = 300
-	c := crash.NewTopology(t, e, "flink-flags", n, nil)
-
+	f, c, reads, p := submitAsAUser(t, "flink-flags", n)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	args := []string{"--runner=flink", "--endpoint=" + f.JobServerEndpoint, "--environment_type=LOOPBACK", "--pubsubio_flink_rest=" + f.REST.Addr}
-	p := crash.Start(t, bin, "submitter", append(args, c.Args("--read_emulator="+reads.Endpoint)...)...)
 	job, err := f.REST.AwaitRunningJob(ctx)
 	if err != nil {
 		t.Fatalf("%v\nsubmitter stderr:\n%s", err, crash.Tail(p.Stderr(), 3000))
@@ -50,4 +58,38 @@ func TestFlinkCheckpointsFromTheFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = p.Wait(time.Minute)
+}
+
+// A bounded read (--idle_timeout) on a user's own job server, with the
+// checkpoints the read turns on: the job ends by itself once the read is
+// done (the read drains it), every message reached the output, and every
+// ack followed a completed checkpoint triggered after the message's output.
+func TestFlinkBoundedReadEnds(t *testing.T) {
+	t.Parallel()
+	const n = 300
+	f, c, reads, p := submitAsAUser(t, "flink-bounded", n, "--idle_timeout=5s")
+	ctx, cancel := context.WithTimeout(t.Context(), flinkRunLimit)
+	defer cancel()
+	job, err := f.REST.AwaitRunningJob(ctx)
+	if err != nil {
+		t.Fatalf("%v\nsubmitter stderr:\n%s", err, crash.Tail(p.Stderr(), 3000))
+	}
+	running := time.Now()
+	cps := watchCheckpoints(ctx, f.REST, job.ID)
+	if err := p.Wait(flinkRunLimit); err != nil {
+		t.Fatalf("the bounded job did not end: %v\nsubmitter stderr:\n%s\njob server log tail:\n%s", err, crash.Tail(p.Stderr(), 4000), f.Log("jobserver", 6000))
+	}
+	took := time.Since(running)
+	if !strings.Contains(p.Stdout(), crash.DoneLine) {
+		t.Fatalf("the job ended without %q; stdout:\n%s", crash.DoneLine, p.Stdout())
+	}
+	if got := c.Out.AwaitDistinct(n, time.Minute); got < n {
+		t.Fatalf("%d of %d messages on the output", got, n)
+	}
+	if got := reads.AwaitAcked(n, time.Minute); got < n {
+		t.Fatalf("%d of %d messages acked by the time the job ended", got, n)
+	}
+	early, p50 := auditAcks(t, c, reads, cps)
+	t.Logf("BOUNDED job %q ended by itself %v after it was seen running; %d of %d on the output and acked, %d acked before a covering checkpoint, output to ack p50 %v",
+		job.Name, took.Round(time.Millisecond), n, n, early, p50)
 }

@@ -82,7 +82,9 @@ func TestFlinkReadWrite(t *testing.T) {
 
 // The examples, each checking what it read, counted or published, on
 // Flink's embedded mini cluster; the quickstart also on the session
-// cluster.
+// cluster. Each is submitted as a user would to their own job server, its
+// reads acking at the checkpoints they turn on, and each job ends by
+// itself once its bounded read is done.
 func TestFlinkExamples(t *testing.T) {
 	t.Parallel()
 	for _, mode := range flinkModes {
@@ -97,7 +99,7 @@ func TestFlinkExamples(t *testing.T) {
 				t.Run(example, func(t *testing.T) {
 					bin := crash.Build(t, "github.com/pubsubio/beam-pubsubio/examples/"+example, example)
 					start := time.Now()
-					p := crash.Start(t, bin, example, f.RunnerArgs()...)
+					p := crash.Start(t, bin, example, f.UserArgs()...)
 					if err := p.Wait(flinkRunLimit); err != nil {
 						t.Fatalf("%v\nstdout:\n%s\nstderr tail:\n%s\njob server log tail:\n%s",
 							err, p.Stdout(), crash.Tail(p.Stderr(), 3000), f.Log("jobserver", 6000))
@@ -303,9 +305,12 @@ func runOnFlinkInProcess(ctx context.Context, t *testing.T, f *flink.Flink, name
 
 // Read -> tag -> Write (crashpipeline), read bounded, on the session
 // cluster with the job's tasks spread over both TaskManagers, each
-// starting its SDK workers with the Go boot program (PROCESS): every input
-// message reaches the output and is acked exactly once. (Under LOOPBACK
-// two TaskManagers collide on worker IDs: see flink.Options.SpreadTasks.)
+// starting its SDK workers with the Go boot program (PROCESS), submitted
+// as a user would, acking at the checkpoints the read turns on: the job
+// ends by itself (the read's drain, from a worker of a TaskManager), and
+// every input message reaches the output and is acked exactly once.
+// (Under LOOPBACK two TaskManagers collide on worker IDs: see
+// flink.Options.SpreadTasks.)
 func TestFlinkProcessEnvironment(t *testing.T) {
 	t.Parallel()
 	bin := crash.BuildPipeline(t)
@@ -315,7 +320,11 @@ func TestFlinkProcessEnvironment(t *testing.T) {
 	const n = 300
 	c := crash.NewTopology(t, e, "flink-process", n, nil)
 	start := time.Now()
-	p := crash.Start(t, bin, "submitter", append(processArgs(t, f, boot, bin), c.Args("--idle_timeout=5s")...)...)
+	env, err := f.ProcessEnvironmentArgs(boot, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := crash.Start(t, bin, "submitter", append(f.UserArgs(env...), c.Args("--idle_timeout=5s")...)...)
 	if err := p.Wait(flinkRunLimit); err != nil {
 		t.Fatalf("%v\nstderr tail:\n%s\njob server log tail:\n%s\ntaskmanager-0 log tail:\n%s\ntaskmanager-1 log tail:\n%s",
 			err, crash.Tail(p.Stderr(), 3000), f.Log("jobserver", 6000), f.Log("taskmanager-0", 4000), f.Log("taskmanager-1", 4000))

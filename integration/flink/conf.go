@@ -55,8 +55,9 @@ type Options struct {
 	// fed by one Impulse never gets: the job stalls.
 	//
 	// A job with checkpoints on never finishes by itself (its sources wait
-	// for ever): cancel it (REST.Cancel) once its output is checked; the
-	// submitting process then reports a JobCancellationException.
+	// for ever), unless a bounded pubsubio read drains it
+	// (flinkjob.Drain): cancel it (REST.Cancel) once its output is checked;
+	// the submitting process then reports a JobCancellationException.
 	CheckpointInterval time.Duration
 	// RetainCheckpoints keeps the last completed checkpoint when the job is
 	// cancelled or the job server dies, so that a new job can start from it
@@ -126,6 +127,13 @@ func confEntries(o Options, dir string, p ports) map[string]string {
 		"state.checkpoint-storage": "filesystem",
 		"state.checkpoints.dir":    "file://" + filepath.Join(dir, "checkpoints"),
 		"state.savepoints.dir":     "file://" + filepath.Join(dir, "savepoints"),
+
+		// A job's mini cluster keeps its REST port until the result of
+		// every stop-with-savepoint was read, or for this long (5 min by
+		// default): a bounded read's drain (flinkjob.Drain) ends with the
+		// job, and its LOOPBACK worker with it, often before reading it,
+		// and the next job could not bind the port.
+		"rest.async.store-duration": "1 s",
 	}
 	if o.RetainCheckpoints {
 		c["execution.checkpointing.externalized-checkpoint-retention"] = "RETAIN_ON_CANCELLATION"

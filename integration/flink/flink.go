@@ -265,6 +265,18 @@ func (f *Flink) RunnerArgs() []string {
 	return append([]string{"--runner=flink", "--endpoint=" + f.Endpoint, "--environment_type=LOOPBACK"}, f.commitArgs()...)
 }
 
+// UserArgs are the flags a user passes to submit a Beam Go pipeline to
+// their own job server: no proxy in front of it, and the REST address
+// pubsubio's reads need to ack at checkpoints, which they turn on
+// themselves (--pubsubio_flink_checkpointing). The SDK workers are env's
+// (ProcessEnvironmentArgs), or else the submitting process (LOOPBACK).
+func (f *Flink) UserArgs(env ...string) []string {
+	if len(env) == 0 {
+		env = []string{"--environment_type=LOOPBACK"}
+	}
+	return append([]string{"--runner=flink", "--endpoint=" + f.JobServerEndpoint, "--pubsubio_flink_rest=" + f.REST.Addr}, env...)
+}
+
 // jobs numbers the jobs submitted with RunnerArgs, for unique job names.
 var jobs atomic.Int64
 

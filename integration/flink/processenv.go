@@ -17,12 +17,21 @@ import (
 // Flink with SDK workers started by each TaskManager (see
 // ProcessEnvironment), and pubsubio's commit flags for it.
 func (f *Flink) ProcessRunnerArgs(boot, worker string) ([]string, error) {
+	env, err := f.ProcessEnvironmentArgs(boot, worker)
+	if err != nil {
+		return nil, err
+	}
+	return append(append([]string{"--runner=flink", "--endpoint=" + f.Endpoint}, env...), f.commitArgs()...), nil
+}
+
+// ProcessEnvironmentArgs are the flags of SDK workers started by each
+// TaskManager (see ProcessEnvironment).
+func (f *Flink) ProcessEnvironmentArgs(boot, worker string) ([]string, error) {
 	config, err := f.ProcessEnvironment(boot, worker)
 	if err != nil {
 		return nil, err
 	}
-	return append([]string{"--runner=flink", "--endpoint=" + f.Endpoint, "--environment_type=PROCESS",
-		"--environment_config=" + config, "--worker_binary=" + worker}, f.commitArgs()...), nil
+	return []string{"--environment_type=PROCESS", "--environment_config=" + config, "--worker_binary=" + worker}, nil
 }
 
 // ProcessEnvironment returns the --environment_config of

@@ -264,6 +264,10 @@ func (cfg Config) warnings(now time.Time) []string {
 // Topics moved into Subscriptions (withTopics) and the whole configuration
 // validated, and the subscriptions it creates for its topics. Errors name
 // the field and the value.
+// bounded reports whether the read ends by itself (MaxMessages or
+// IdleTimeout).
+func (cfg Config) bounded() bool { return cfg.MaxMessages > 0 || cfg.IdleTimeout > 0 }
+
 func (cfg Config) withDefaults() (Config, ownedSubscriptions, error) {
 	construct.Default(&cfg.Ordering, OrderingNone)
 	construct.Default(&cfg.Finalization, FinalizationAuto)

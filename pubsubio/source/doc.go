@@ -60,5 +60,9 @@
 //     (backlog.go, internal/backlog); the samples are the splits' progress
 //     and size and the backlog gauges (backlogprogress.go), and hold the
 //     watermark while an old message waits (backlogwatermark.go).
+//   - A split of a bounded read ends after its last acks; once all have,
+//     the read's output is complete (readdone.go), and a read acking at
+//     Flink checkpoints (gate_flink.go) ends its job with a drain
+//     (flinkdrain.go).
 //   - acklatency.go measures emission to ack; metrics.go reports to Beam.
 package source

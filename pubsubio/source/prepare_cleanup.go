@@ -16,35 +16,19 @@ import (
 )
 
 func init() {
-	register.Function2x0(nothing)
-	register.Function2x1(sum)
-	register.Emitter1[int64]()
 	register.DoFn2x0[context.Context, int64](&deleteOwnedFn{})
 }
 
 // deleteWhenDone adds to a read of a generated TopicSubscriptions.Name the
 // step that deletes the subscriptions it created for its topics, once the
-// read is done: a bounded read once it finished, an unbounded one once a
-// drain ended it. Its input is a single zero, grouped in the global window
-// with what the read emits (which adds nothing to it): it exists only once
-// the read's output is complete, so once every split finished, and a
-// split finishes after its last, ack-only bundle (the one a drain's
-// TruncateRestriction leaves too). So nothing is deleted while a split
-// still has acks to send, and a cancelled job deletes nothing: its
-// subscriptions expire after their TTL. The grouping holds one element,
-// however long an unbounded read runs.
+// read is done (whenDone): a bounded read once it finished, an unbounded
+// one once a drain ended it. So nothing is deleted while a split still has
+// acks to send, and a cancelled job deletes nothing: its subscriptions
+// expire after their TTL.
 func deleteWhenDone(s beam.Scope, p readPlan, msgs beam.PCollection) {
 	s = s.Scope("DeleteTopicSubscriptions")
-	none := beam.ParDo(s, nothing, msgs)
-	done := beam.Combine(s, sum, beam.Flatten(s, none, beam.Create(s, int64(0))))
-	beam.ParDo0(s, &deleteOwnedFn{Owned: p.Owned, Connection: p.Cfg.Connection}, done)
+	beam.ParDo0(s, &deleteOwnedFn{Owned: p.Owned, Connection: p.Cfg.Connection}, whenDone(s, msgs))
 }
-
-// nothing emits nothing for a message: the read's output only holds the
-// delete step back until it is complete.
-func nothing(model.Message, func(int64)) {}
-
-func sum(a, b int64) int64 { return a + b }
 
 // deleteOwnedFn deletes a finished read's own subscriptions.
 type deleteOwnedFn struct {

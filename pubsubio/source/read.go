@@ -116,6 +116,9 @@ func read(s beam.Scope, cfg Config) (beam.PCollection, beam.PCollection, error) 
 	if p.Owned.Generated {
 		deleteWhenDone(s, p, out[0])
 	}
+	if p.Cfg.Commit == CommitFlinkCheckpoint && p.Cfg.bounded() {
+		drainWhenDone(s, p.Cfg, out[0])
+	}
 	return out[0], out[1], nil
 }
 

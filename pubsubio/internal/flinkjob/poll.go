@@ -2,6 +2,7 @@ package flinkjob
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -56,7 +57,7 @@ func (w *Watcher) read(ctx context.Context, id string, configured bool) (r readi
 		}
 	}
 	if id == "" {
-		if id, err = w.findJob(ctx, get); err != nil {
+		if id, err = findJob(ctx, get, w.key.job); err != nil {
 			return r, err
 		}
 		configured = false
@@ -121,9 +122,12 @@ type checkpointStats struct {
 	TriggerTimestamp int64  `json:"trigger_timestamp"`
 }
 
-// findJob returns the ID of the live job whose name is the watcher's job
-// name followed by "-" (Beam's Flink runner adds -user-date-random).
-func (w *Watcher) findJob(ctx context.Context, get func(string, any) error) (string, error) {
+// errNoLiveJob is findJob's error when no live job has the name.
+var errNoLiveJob = errors.New("no running Flink job")
+
+// findJob returns the ID of the live job whose name is job followed by "-"
+// (Beam's Flink runner adds -user-date-random).
+func findJob(ctx context.Context, get func(string, any) error, job string) (string, error) {
 	var jobs struct {
 		Jobs []struct {
 			ID    string `json:"jid"`
@@ -136,17 +140,17 @@ func (w *Watcher) findJob(ctx context.Context, get func(string, any) error) (str
 	}
 	var ids []string
 	for _, j := range jobs.Jobs {
-		if strings.HasPrefix(j.Name, w.key.job+"-") && liveStates[j.State] {
+		if strings.HasPrefix(j.Name, job+"-") && liveStates[j.State] {
 			ids = append(ids, j.ID)
 		}
 	}
 	switch len(ids) {
 	case 0:
-		return "", fmt.Errorf("no running Flink job has a name starting %q", w.key.job+"-")
+		return "", fmt.Errorf("%w has a name starting %q", errNoLiveJob, job+"-")
 	case 1:
 		return ids[0], nil
 	}
-	return "", fmt.Errorf("%d running Flink jobs have names starting %q (%v): give each job its own --job_name", len(ids), w.key.job+"-", ids)
+	return "", fmt.Errorf("%d running Flink jobs have names starting %q (%v): give each job its own --job_name", len(ids), job+"-", ids)
 }
 
 // apply takes in a successful reading and reports whether a newly

@@ -1,6 +1,7 @@
 package flinkjob
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,18 +20,18 @@ type client struct {
 	http *http.Client
 }
 
-// statusError is an answer other than 200 OK.
+// statusError is an answer other than 200 OK or 202 Accepted.
 type statusError struct {
-	path   string
-	code   int
-	detail string // what Flink said, cut short
+	request string // method and path
+	code    int
+	detail  string // what Flink said, cut short
 }
 
 func (e *statusError) Error() string {
 	if e.detail == "" {
-		return fmt.Sprintf("GET %s: %d %s", e.path, e.code, http.StatusText(e.code))
+		return fmt.Sprintf("%s: %d %s", e.request, e.code, http.StatusText(e.code))
 	}
-	return fmt.Sprintf("GET %s: %d %s: %s", e.path, e.code, http.StatusText(e.code), e.detail)
+	return fmt.Sprintf("%s: %d %s: %s", e.request, e.code, http.StatusText(e.code), e.detail)
 }
 
 // maxDetail bounds what an error quotes of an answer.
@@ -38,28 +39,51 @@ const maxDetail = 300
 
 // get decodes the JSON answer to GET path into v.
 func (c *client) get(ctx context.Context, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.addr+path, nil)
+	return c.do(ctx, http.MethodGet, path, nil, v)
+}
+
+// post sends in as JSON to path and decodes the answer into v.
+func (c *client) post(ctx context.Context, path string, in, v any) error {
+	return c.do(ctx, http.MethodPost, path, in, v)
+}
+
+// do makes one request, in as its JSON body unless nil, and decodes the
+// JSON answer into v.
+func (c *client) do(ctx context.Context, method, path string, in, v any) error {
+	request := method + " " + path
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("%s: %w", request, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+c.addr+path, body)
 	if err != nil {
 		return err
 	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
+		return fmt.Errorf("%s: %w", request, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
-		return fmt.Errorf("GET %s: reading the answer: %w", path, err)
+		return fmt.Errorf("%s: reading the answer: %w", request, err)
 	}
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAccepted {
 		var flinkErr struct {
 			Errors []string `json:"errors"`
 		}
-		_ = json.Unmarshal(body, &flinkErr)
-		return &statusError{path: path, code: resp.StatusCode, detail: text.Truncate(strings.Join(flinkErr.Errors, "; "), maxDetail)}
+		_ = json.Unmarshal(answer, &flinkErr)
+		return &statusError{request: request, code: resp.StatusCode, detail: text.Truncate(strings.Join(flinkErr.Errors, "; "), maxDetail)}
 	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("GET %s: decoding the answer: %w", path, err)
+	if err := json.Unmarshal(answer, v); err != nil {
+		return fmt.Errorf("%s: decoding the answer: %w", request, err)
 	}
 	return nil
 }

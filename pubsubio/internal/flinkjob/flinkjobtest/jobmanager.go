@@ -1,7 +1,9 @@
 // Package flinkjobtest is a Flink JobManager's REST API as far as the
-// read's commit gate uses it, for tests: jobs by name, a job's details
-// with the JobManager's clock, its checkpoint configuration and
-// statistics. Faults make it answer a status instead.
+// read's commit gate and its drain use it, for tests: jobs by name, a
+// job's details with the JobManager's clock, its checkpoint configuration
+// and statistics, its plan (a source feeding a stage of two subtasks) with
+// the stage's input watermarks, and stop-with-savepoint. Faults make it
+// answer a status instead.
 package flinkjobtest
 
 import (
@@ -38,7 +40,11 @@ type job struct {
 	history         []checkpoint
 	restoredID      int64
 	restoredAt      int64 // ms
+	inputEnded      bool  // the stage's input watermark is at its end
 }
+
+// endOfTime is Flink's watermark at its end, Long.MAX_VALUE.
+const endOfTime = "9223372036854775807"
 
 type checkpoint struct {
 	id        int64
@@ -128,7 +134,28 @@ func (jm *JobManager) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	switch strings.Join(parts[2:], "/") {
 	case "":
-		answer("job", map[string]any{"jid": j.id, "name": j.name, "state": j.state, "now": jm.now()})
+		answer("job", map[string]any{"jid": j.id, "name": j.name, "state": j.state, "now": jm.now(), "vertices": []map[string]any{
+			{"id": "source", "parallelism": 1, "status": "RUNNING"}, {"id": "stage", "parallelism": 2, "status": "RUNNING"}}})
+	case "plan":
+		answer("plan", map[string]any{"plan": map[string]any{"nodes": []map[string]any{
+			{"id": "source"}, {"id": "stage", "inputs": []map[string]any{{"num": 0, "id": "source"}}}}}})
+	case "vertices/stage/watermarks":
+		mark := fmt.Sprint(jm.now())
+		if j.inputEnded {
+			mark = endOfTime
+		}
+		answer("watermarks", []map[string]any{{"id": "0.currentInputWatermark", "value": mark}, {"id": "1.currentInputWatermark", "value": mark}})
+	case "stop":
+		if r.Method != http.MethodPost {
+			notFound("Not found: GET /" + path)
+			return
+		}
+		j.state = "FINISHED"
+		j.history = append(j.history, checkpoint{id: int64(len(j.history)) + j.restoredID + 1, trigger: jm.now(), completed: true, kind: SyncSavepoint})
+		w.WriteHeader(http.StatusAccepted)
+		answer("stop", map[string]any{"request-id": "stop-" + j.id})
+	case "savepoints/stop-" + j.id:
+		answer("savepoint", map[string]any{"status": map[string]any{"id": "COMPLETED"}, "operation": map[string]any{"location": "file:///savepoints/" + j.id}})
 	case "checkpoints/config":
 		if j.interval == 0 {
 			notFound("Checkpointing is not enabled for this job (" + j.id + ").")
@@ -204,6 +231,21 @@ func (jm *JobManager) NoCheckpoints(name string) {
 	jm.mu.Lock()
 	defer jm.mu.Unlock()
 	jm.job(name).interval = 0
+}
+
+// EndInput puts the input watermark of the stage of the job named name at
+// its end: only the job's source runs.
+func (jm *JobManager) EndInput(name string) {
+	jm.mu.Lock()
+	defer jm.mu.Unlock()
+	jm.job(name).inputEnded = true
+}
+
+// State is the state of the job named name.
+func (jm *JobManager) State(name string) string {
+	jm.mu.Lock()
+	defer jm.mu.Unlock()
+	return jm.job(name).state
 }
 
 // SetClock sets the JobManager's clock to the real one plus offset: a
@@ -291,7 +333,8 @@ func (jm *JobManager) injectFault(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // Served is how many requests of a kind ("overview", "job", "config",
-// "checkpoints") the JobManager answered successfully.
+// "checkpoints", "plan", "watermarks", "stop", "savepoint") the JobManager
+// answered successfully.
 func (jm *JobManager) Served(kind string) int {
 	jm.mu.Lock()
 	defer jm.mu.Unlock()

@@ -1,0 +1,81 @@
+package flinkjob
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/flinkjob/flinkjobtest"
+)
+
+// drain runs Drain of the job "orders" on jm in the background, polling
+// every 10 ms; its error arrives on the channel.
+func drain(t *testing.T, jm *flinkjobtest.JobManager, patience time.Duration) <-chan error {
+	ctx, cancel := context.WithTimeout(context.Background(), flinkjobtest.WaitLimit)
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() { done <- Drain(ctx, jm.Addr(), "orders", 10*time.Millisecond, patience) }()
+	return done
+}
+
+// The drain stops the job only once its stage's input is at its end, and
+// returns once the stop's savepoint completed.
+func TestDrainWaitsForTheEndOfInput(t *testing.T) {
+	const name = "orders-root-1-a"
+	jm := flinkjobtest.New(t, name)
+	done := drain(t, jm, time.Minute)
+	flinkjobtest.Await(t, "three readings of the stage's watermarks, or a stop", func() bool { return jm.Served("watermarks") >= 3 || jm.Served("stop") > 0 })
+	if n := jm.Served("stop"); n != 0 {
+		t.Fatalf("stopped %d times while the stage's input had not ended", n)
+	}
+	jm.EndInput(name)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n, state := jm.Served("stop"), jm.State(name); n != 1 || state != "FINISHED" {
+		t.Errorf("stopped %d times, the job is %s; want once, FINISHED", n, state)
+	}
+}
+
+// A job that is no longer live is left alone.
+func TestDrainLeavesAJobThatEnded(t *testing.T) {
+	const name = "orders-root-1-a"
+	jm := flinkjobtest.New(t, name)
+	jm.SetJob(name, "", "CANCELED", 0)
+	if err := <-drain(t, jm, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if n := jm.Served("stop"); n != 0 {
+		t.Errorf("stopped a cancelled job %d times", n)
+	}
+}
+
+// A REST API that keeps failing ends the drain after the patience, with
+// ErrNoAnswer; a stop the JobManager refuses says what the drain needs.
+func TestDrainFailures(t *testing.T) {
+	const name = "orders-root-1-a"
+	t.Run("unavailable", func(t *testing.T) {
+		jm := flinkjobtest.New(t, name)
+		jm.SetFault(func(string) int { return http.StatusServiceUnavailable })
+		if err := <-drain(t, jm, 50*time.Millisecond); !errors.Is(err, ErrNoAnswer) {
+			t.Errorf("got %v, want ErrNoAnswer", err)
+		}
+	})
+	t.Run("stop refused", func(t *testing.T) {
+		jm := flinkjobtest.New(t, name)
+		jm.EndInput(name)
+		jm.SetFault(func(path string) int {
+			if strings.HasSuffix(path, "/stop") {
+				return http.StatusBadRequest
+			}
+			return 0
+		})
+		err := <-drain(t, jm, time.Minute)
+		if err == nil || !strings.Contains(err.Error(), "state.savepoints.dir") || !strings.Contains(err.Error(), "POST /jobs/job0/stop: 400") {
+			t.Errorf("got %v, want the refused stop and state.savepoints.dir", err)
+		}
+	})
+}
