@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -25,11 +26,36 @@ func submitAsAUser(t *testing.T, name string, n int, extra ...string) (*flink.Fl
 	return f, c, reads, p
 }
 
+// awaitNoPendingAcks waits up to a minute until the REST API shows the
+// read's pending_acks gauge (pubsubio_pending_acks on the read's operator)
+// at 0 on every subtask: what an operator watches to see that acks follow
+// the checkpoints.
+func awaitNoPendingAcks(ctx context.Context, t *testing.T, f *flink.Flink, jobID string) {
+	t.Helper()
+	const gauge = "pubsubio_pending_acks"
+	var seen string
+	deadline := time.Now().Add(time.Minute)
+	for {
+		m, err := f.REST.OperatorMetrics(ctx, jobID, gauge, "pubsubio_buffered_messages")
+		pending, shown := m[gauge]
+		seen = fmt.Sprintf("metrics %v, error %v", m, err)
+		if err == nil && shown && pending == 0 {
+			t.Logf("REST METRICS %s", seen)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the REST API did not show %s at 0 within a minute of the last ack: %s", gauge, seen)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
 // A user's own Flink job server, nothing in front of it: the pipeline's
 // flags alone turn on the checkpoints the read needs (pubsubio sets
 // checkpointingInterval and finishBundleBeforeCheckpointing on the job it
 // submits) and name the job; only the REST address is passed. Every
-// message reaches the output and is acked once a checkpoint covers it.
+// message reaches the output and is acked once a checkpoint covers it,
+// and the REST API shows the read's pending acks back at 0.
 func TestFlinkCheckpointsFromTheFlags(t *testing.T) {
 	t.Parallel()
 	const n = 300
@@ -54,6 +80,7 @@ func TestFlinkCheckpointsFromTheFlags(t *testing.T) {
 		t.Fatalf("%d of %d messages acked; submitter stderr:\n%s", got, n, crash.Tail(p.Stderr(), 3000))
 	}
 	t.Logf("FLAGS job %q checkpoints every %d ms; %d of %d on the output and acked", job.Name, cfg.Interval, n, n)
+	awaitNoPendingAcks(ctx, t, f, job.ID)
 	if err := f.REST.Cancel(ctx, job.ID); err != nil {
 		t.Fatal(err)
 	}

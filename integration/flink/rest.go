@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -288,4 +291,56 @@ func causes(trace string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// OperatorMetrics sums, for each of names, the operator metrics of job
+// jobID whose names end in "."+name, over every vertex and subtask; a name
+// no operator has is missing from the answer. Beam's Flink runner names an
+// SDK metric namespace_name ("pubsubio_pending_acks"). Flink fetches
+// metrics from the TaskManagers at most every
+// metrics.fetcher.update-interval (10 s by default), so they lag.
+func (r *REST) OperatorMetrics(ctx context.Context, jobID string, names ...string) (map[string]float64, error) {
+	var job struct {
+		Vertices []struct {
+			ID string `json:"id"`
+		} `json:"vertices"`
+	}
+	if err := r.do(ctx, http.MethodGet, "/jobs/"+jobID, nil, &job); err != nil {
+		return nil, err
+	}
+	name := func(id string) string { return id[strings.LastIndex(id, ".")+1:] }
+	sums := map[string]float64{}
+	for _, v := range job.Vertices {
+		path := "/jobs/" + jobID + "/vertices/" + v.ID + "/metrics"
+		var listed []struct {
+			ID string `json:"id"`
+		}
+		if err := r.do(ctx, http.MethodGet, path, nil, &listed); err != nil {
+			return nil, err
+		}
+		var ids []string
+		for _, m := range listed {
+			if slices.Contains(names, name(m.ID)) {
+				ids = append(ids, url.QueryEscape(m.ID))
+			}
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		var values []struct {
+			ID    string `json:"id"`
+			Value string `json:"value"`
+		}
+		if err := r.do(ctx, http.MethodGet, path+"?get="+strings.Join(ids, ","), nil, &values); err != nil {
+			return nil, err
+		}
+		for _, m := range values {
+			n, err := strconv.ParseFloat(m.Value, 64)
+			if err != nil {
+				return nil, fmt.Errorf("flink REST GET %s: metric %s: %w", path, m.ID, err)
+			}
+			sums[name(m.ID)] += n
+		}
+	}
+	return sums, nil
 }
