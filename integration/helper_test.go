@@ -72,7 +72,7 @@ func isolated(t *testing.T) bool {
 	out, err := cmd.CombinedOutput()
 	for _, line := range strings.Split(string(out), "\n") {
 		if testLogLine.MatchString(line) {
-			t.Log(strings.TrimSpace(line))
+			fmt.Fprintln(t.Output(), strings.TrimSpace(line)) // it has its own file:line
 		}
 	}
 	switch {

@@ -5,25 +5,27 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// builds holds the binaries Build made in this test process, by package:
-// the tests that run the same pipeline share one build and its link time.
-var builds struct {
-	sync.Mutex
-	dir   string // under os.TempDir; RemoveBuilds deletes it
-	byPkg map[string]*build
-}
+// binDir is the directory under os.TempDir of this process's builds;
+// RemoveBuilds deletes it.
+var binDir = sync.OnceValues(func() (string, error) { return os.MkdirTemp("", "pubsubio-it-bin-") })
 
-// build is one package's binary, built once.
+// builds holds the binaries Build made in this test process, by package
+// (a func() *build, run once): the tests that run the same pipeline share
+// one build and its link time.
+var builds sync.Map
+
+// build is one package's binary.
 type build struct {
-	once sync.Once
-	bin  string
-	err  error
-	out  []byte        // go build's output when it failed
-	took time.Duration // how long go build took
+	bin    string
+	err    error
+	out    []byte        // go build's output when it failed
+	took   time.Duration // how long go build took
+	logged atomic.Bool   // a test has logged the build
 }
 
 // Build builds the main package pkg with `go build` the first time a test
@@ -32,61 +34,45 @@ type build struct {
 // TestMain deletes the binaries with RemoveBuilds.
 func Build(t testing.TB, pkg, name string) string {
 	t.Helper()
-	builds.Lock()
-	if builds.byPkg == nil {
-		builds.byPkg = map[string]*build{}
-	}
-	b := builds.byPkg[pkg]
-	if b == nil {
-		b = &build{}
-		builds.byPkg[pkg] = b
-	}
-	builds.Unlock()
-	first := false
-	b.once.Do(func() {
-		first = true
-		start := time.Now()
-		b.bin, b.out, b.err = buildOnce(pkg, name)
-		b.took = time.Since(start)
-	})
+	once, _ := builds.LoadOrStore(pkg, sync.OnceValue(func() *build { return buildOnce(pkg, name) }))
+	b := once.(func() *build)()
 	if b.err != nil {
 		t.Fatalf("go build %s: %v\n%s", pkg, b.err, b.out)
 	}
-	if first {
+	if b.logged.CompareAndSwap(false, true) {
 		t.Logf("built %s in %v", pkg, b.took.Round(time.Millisecond))
 	}
 	return b.bin
 }
 
 // buildOnce runs go build for pkg into a directory of its own.
-func buildOnce(pkg, name string) (bin string, out []byte, err error) {
-	builds.Lock()
-	if builds.dir == "" {
-		builds.dir, err = os.MkdirTemp("", "pubsubio-it-bin-")
-	}
-	root := builds.dir
-	builds.Unlock()
+func buildOnce(pkg, name string) *build {
+	start := time.Now()
+	b := &build{}
+	root, err := binDir()
 	if err != nil {
-		return "", nil, err
+		b.err = err
+		return b
 	}
 	dir, err := os.MkdirTemp(root, name+"-")
 	if err != nil {
-		return "", nil, err
+		b.err = err
+		return b
 	}
-	bin = filepath.Join(dir, name)
-	out, err = exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
-	return bin, out, err
+	b.bin = filepath.Join(dir, name)
+	b.out, b.err = exec.Command("go", "build", "-o", b.bin, pkg).CombinedOutput()
+	b.took = time.Since(start)
+	return b
 }
 
 // RemoveBuilds deletes the binaries Build made; TestMain calls it after
 // the tests ran.
 func RemoveBuilds() error {
-	builds.Lock()
-	defer builds.Unlock()
-	if builds.dir == "" {
-		return nil
+	dir, err := binDir()
+	if err != nil {
+		return nil // no directory, nothing built
 	}
-	return os.RemoveAll(builds.dir)
+	return os.RemoveAll(dir)
 }
 
 // BuildPipeline builds integration/crashpipeline and returns the binary's
