@@ -25,9 +25,14 @@ import (
 // everything.
 func TestFaultEmulatorRestartedMidRead(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	own, err := emulator.Start(ctx)
+	// step bounds one step: starting or restarting the emulator, or one
+	// admin call. One deadline for them all ran out while the job ran.
+	step := func() context.Context {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	own, err := emulator.Start(step())
 	if err != nil {
 		if errors.Is(err, emulator.ErrUnavailable) {
 			t.Skipf("skipping: %v", err)
@@ -55,12 +60,12 @@ func TestFaultEmulatorRestartedMidRead(t *testing.T) {
 	run := runInBackground(p, 2*time.Minute)
 	awaitProgress(t, run, first, 300, time.Minute)
 	start := time.Now()
-	if err := own.Restart(ctx); err != nil {
+	if err := own.Restart(step()); err != nil {
 		t.Fatalf("restarting the emulator: %v", err)
 	}
 	restarted := time.Since(start)
 	client := own.Client(t)
-	if _, err := client.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: topic.String()}); status.Code(err) != codes.NotFound {
+	if _, err := client.TopicAdminClient.GetTopic(step(), &pubsubpb.GetTopicRequest{Topic: topic.String()}); status.Code(err) != codes.NotFound {
 		t.Errorf("the restarted emulator answers GetTopic(%s) with %v; want NotFound (nothing persists)", topic, err)
 	}
 	run.wait(t, 2*time.Minute)
@@ -72,10 +77,10 @@ func TestFaultEmulatorRestartedMidRead(t *testing.T) {
 	wantInError(t, run.err, sub.String(), "does not exist")
 	t.Logf("failed job's error: %s", excerpt(run.err, "pubsubio.Read: "))
 
-	if _, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic.String()}); err != nil {
+	if _, err := client.TopicAdminClient.CreateTopic(step(), &pubsubpb.Topic{Name: topic.String()}); err != nil {
 		t.Fatalf("re-creating %s: %v", topic, err)
 	}
-	if _, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub.String(), Topic: topic.String(), AckDeadlineSeconds: 10}); err != nil {
+	if _, err := client.SubscriptionAdminClient.CreateSubscription(step(), &pubsubpb.Subscription{Name: sub.String(), Topic: topic.String(), AckDeadlineSeconds: 10}); err != nil {
 		t.Fatalf("re-creating %s: %v", sub, err)
 	}
 	ids := own.Publish(t, topic, n, 256, nil)

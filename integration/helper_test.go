@@ -246,25 +246,29 @@ func runInBackground(p *beam.Pipeline, timeout time.Duration) *pipelineRun {
 // stream inherits the context, and Prism 2.77 panics, ending the whole
 // test binary, when that stream fails with DeadlineExceeded
 // (worker.go:316); a cancelled one fails only the job.
-// When the limit passes, it prints the goroutines in pubsubio's code to
-// stderr first: what a job that did not end was doing.
+// When the limit passes, it prints the goroutines in pubsubio's code and
+// in the state channels between the SDK and Prism to stderr first: what a
+// job that did not end was doing.
 func runContext(limit time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	stop := time.AfterFunc(limit, func() {
-		fmt.Fprintf(os.Stderr, "a job ran out its %v; the goroutines in pubsubio's code:\n%s\n", limit, ourGoroutines())
+		fmt.Fprintf(os.Stderr, "a job ran out its %v; the goroutines in pubsubio's code and in state channels:\n%s\n", limit, ourGoroutines())
 		cancel()
 	})
 	return ctx, func() { stop.Stop(); cancel() }
 }
 
-// ourGoroutines is the stacks of the goroutines that run pubsubio's code,
-// at most 64 KiB of them.
+// ourGoroutines is the stacks of the goroutines that run pubsubio's code
+// or serve state requests (a deduplicating bundle once waited for ever
+// for Prism's answer to one), at most 128 KiB of them.
 func ourGoroutines() string {
 	buf := make([]byte, 8<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	var b strings.Builder
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "beam-pubsubio/pubsubio") && b.Len() < 64<<10 {
+		ours := strings.Contains(g, "beam-pubsubio/pubsubio") || strings.Contains(g, "prism/internal/worker.(*W).State") ||
+			strings.Contains(g, "harness.(*StateChannel)")
+		if ours && b.Len() < 128<<10 {
 			b.WriteString(g + "\n\n")
 		}
 	}
