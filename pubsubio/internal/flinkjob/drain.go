@@ -46,6 +46,9 @@ func Drain(ctx context.Context, rest, job string, every, patience time.Duration)
 			if pending, err = runningBeyondSources(get, id); err == nil && (pending == "" || pending == gone) {
 				break
 			}
+			if isNotFound(err) {
+				id = "" // a new job ID (a JobManager restarted without HA): look it up again
+			}
 		}
 		var se *statusError
 		if err == nil || errors.As(err, &se) && se.code < 500 {

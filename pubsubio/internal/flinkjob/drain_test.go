@@ -40,6 +40,23 @@ func TestDrainWaitsForTheEndOfInput(t *testing.T) {
 	}
 }
 
+// A job whose ID stops answering (a JobManager restarted without HA) is
+// looked up again by its name, and the new ID is the one stopped.
+func TestDrainFollowsANewJobID(t *testing.T) {
+	const name = "orders-root-1-a"
+	jm := flinkjobtest.New(t, name)
+	done := drain(t, jm, time.Minute)
+	flinkjobtest.Await(t, "a reading of the stage's watermarks", func() bool { return jm.Served("watermarks") >= 1 })
+	jm.SetJob(name, "job9", "", 0)
+	jm.EndInput(name)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n, state := jm.Served("stop"), jm.State(name); n != 1 || state != "FINISHED" {
+		t.Errorf("stopped %d times, the job is %s; want once, FINISHED", n, state)
+	}
+}
+
 // A job that is no longer live is left alone.
 func TestDrainLeavesAJobThatEnded(t *testing.T) {
 	const name = "orders-root-1-a"
