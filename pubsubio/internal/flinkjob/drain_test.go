@@ -21,6 +21,18 @@ func drain(t *testing.T, jm *flinkjobtest.JobManager, patience time.Duration) <-
 	return done
 }
 
+// checkStoppedOnce checks that the drain ended without an error, having
+// stopped the job named name once.
+func checkStoppedOnce(t *testing.T, jm *flinkjobtest.JobManager, name string, done <-chan error) {
+	t.Helper()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n, state := jm.Served("stop"), jm.State(name); n != 1 || state != "FINISHED" {
+		t.Errorf("stopped %d times, the job is %s; want once, FINISHED", n, state)
+	}
+}
+
 // The drain stops the job only once its stage's input is at its end, and
 // returns once the stop's savepoint completed.
 func TestDrainWaitsForTheEndOfInput(t *testing.T) {
@@ -32,12 +44,7 @@ func TestDrainWaitsForTheEndOfInput(t *testing.T) {
 		t.Fatalf("stopped %d times while the stage's input had not ended", n)
 	}
 	jm.EndInput(name)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if n, state := jm.Served("stop"), jm.State(name); n != 1 || state != "FINISHED" {
-		t.Errorf("stopped %d times, the job is %s; want once, FINISHED", n, state)
-	}
+	checkStoppedOnce(t, jm, name, done)
 }
 
 // A job whose ID stops answering (a JobManager restarted without HA) is
@@ -49,12 +56,7 @@ func TestDrainFollowsANewJobID(t *testing.T) {
 	flinkjobtest.Await(t, "a reading of the stage's watermarks", func() bool { return jm.Served("watermarks") >= 1 })
 	jm.SetJob(name, "job9", "", 0)
 	jm.EndInput(name)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if n, state := jm.Served("stop"), jm.State(name); n != 1 || state != "FINISHED" {
-		t.Errorf("stopped %d times, the job is %s; want once, FINISHED", n, state)
-	}
+	checkStoppedOnce(t, jm, name, done)
 }
 
 // A job that is no longer live is left alone.
