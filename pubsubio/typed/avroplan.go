@@ -146,14 +146,21 @@ func (pl *avroPlanner) conv(at *avroType, gt reflect.Type, path string) (*avroCo
 }
 
 // bytes maps bytes to []byte, and fixed to []byte or [size]byte. A decoded
-// []byte is copied: goavro's points into the payload.
+// []byte is copied: goavro's points into the payload. An empty one is nil,
+// whatever the encoding: goavro gives nil from JSON and an empty slice from
+// binary, and a round trip through the other encoding would change it.
 func (pl *avroPlanner) bytes(at *avroType, gt reflect.Type, path string, mismatch func(string) error) (*avroConv, error) {
 	isBytes := func(t reflect.Type) bool { return t.Elem().Kind() == reflect.Uint8 }
 	switch {
 	case gt.Kind() == reflect.Slice && isBytes(gt):
 		return &avroConv{
 			fromNative: func(n any, v reflect.Value) error {
-				return setAs(n, v, func(b []byte) { v.SetBytes(bytes.Clone(b)) })
+				return setAs(n, v, func(b []byte) {
+					if len(b) == 0 {
+						b = nil
+					}
+					v.SetBytes(bytes.Clone(b))
+				})
 			},
 			toNative: func(v reflect.Value) (any, error) { return v.Bytes(), nil },
 		}, nil
