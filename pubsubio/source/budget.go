@@ -67,8 +67,14 @@ func (cfg *Config) flowControlFromBudget() {
 		cfg.MaxOutstandingMessages = cfg.defaultWindow()
 	}
 	if cfg.MaxOutstandingBytes == 0 {
-		cfg.MaxOutstandingBytes = int(min(DefaultMaxOutstandingBytes, max(1, cfg.BufferMaxBytes/int64(cfg.streams()))))
+		cfg.MaxOutstandingBytes = cfg.defaultWindowBytes()
 	}
+}
+
+// defaultWindowBytes is a stream's MaxOutstandingBytes when unset: its
+// share of BufferMaxBytes, at most DefaultMaxOutstandingBytes.
+func (cfg Config) defaultWindowBytes() int {
+	return int(min(DefaultMaxOutstandingBytes, max(1, cfg.BufferMaxBytes/int64(cfg.streams()))))
 }
 
 // defaultWindow is a stream's MaxOutstandingMessages when unset: its share

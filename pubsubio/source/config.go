@@ -25,6 +25,8 @@ const (
 	DefaultMaxRecordsPerBundle    = 1000                   // see Config.MaxRecordsPerBundle
 	DefaultBufferMaxMessages      = 40000                  // see Config.BufferMaxMessages
 	DefaultBufferMaxBytes         = 64 << 20               // see Config.BufferMaxBytes
+	DefaultFlinkBufferMaxMessages = 200000                 // under CommitFlinkCheckpoint; see Config.BufferMaxMessages
+	DefaultFlinkBufferMaxBytes    = 256 << 20              // under CommitFlinkCheckpoint; see Config.BufferMaxBytes
 	DefaultLeaseIdle              = 2 * time.Minute        // see Config.LeaseIdle
 	DefaultPollDelay              = 100 * time.Millisecond // see Config.PollDelay
 	DefaultWatermarkWindow        = time.Minute            // see Config.WatermarkWindow
@@ -134,8 +136,13 @@ type Config struct {
 	// it, while what is buffered stays for that bundle. A read holds at
 	// most twice its budget. If zero, DefaultBufferMaxMessages (40,000:
 	// 16 streams' default windows with room to spare) and
-	// DefaultBufferMaxBytes (64 MiB) are used; Read warns about a byte
-	// budget under three of Pub/Sub's largest messages. docs/performance.md, Tuning.
+	// DefaultBufferMaxBytes (64 MiB) are used; under CommitFlinkCheckpoint
+	// DefaultFlinkBufferMaxMessages (200,000) and DefaultFlinkBufferMaxBytes
+	// (256 MiB), since there the budget is also the streams' window and a
+	// message holds its place until a checkpoint acks it: enough for a
+	// stream's pace at checkpoints up to every 5 s (BENCHMARKS.md, Flink).
+	// Read warns about a byte budget under three of Pub/Sub's largest
+	// messages. docs/performance.md, Tuning.
 	BufferMaxMessages int
 	BufferMaxBytes    int64
 

@@ -51,6 +51,8 @@ func TestWithDefaultsFillsEveryDefault(t *testing.T) {
 		{"DefaultBufferMaxMessages", DefaultBufferMaxMessages, 40000},
 		{"DefaultMaxOutstandingMessages", DefaultMaxOutstandingMessages, 2000},
 		{"DefaultBufferMaxBytes", int64(DefaultBufferMaxBytes), int64(64 << 20)},
+		{"DefaultFlinkBufferMaxMessages", DefaultFlinkBufferMaxMessages, 200000},
+		{"DefaultFlinkBufferMaxBytes", int64(DefaultFlinkBufferMaxBytes), int64(256 << 20)},
 		{"DefaultLeaseIdle", DefaultLeaseIdle, 2 * time.Minute},
 		{"DefaultPollDelay", DefaultPollDelay, 100 * time.Millisecond},
 		{"DefaultWatermarkWindow", DefaultWatermarkWindow, time.Minute},

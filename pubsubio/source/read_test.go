@@ -3,6 +3,8 @@ package source
 import (
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // CommitAuto is a checkpoint on Flink and the next bundle elsewhere;
@@ -42,31 +44,41 @@ func TestWithCommit(t *testing.T) {
 	}
 }
 
-// Under CommitFlinkCheckpoint a stream's window is its whole share of the
-// budget and a bundle may emit what a split's streams hold; elsewhere the
-// defaults stay; values the read sets are kept.
+// Under CommitFlinkCheckpoint the budget defaults to the Flink budget, a
+// stream's window is its whole share of it and a bundle may emit what a
+// split's streams hold; elsewhere the defaults stay; values the read sets
+// are kept.
 func TestWithCommitDefaults(t *testing.T) {
+	type limits struct{ Budget, Window, WindowBytes, Bundle int }
 	cases := []struct {
-		name           string
-		commit         CommitMode
-		set            Config
-		window, bundle int
+		name   string
+		commit CommitMode
+		set    Config
+		want   limits
 	}{
-		{"resume", CommitResume, Config{}, DefaultMaxOutstandingMessages, DefaultMaxRecordsPerBundle},
-		{"checkpoints", CommitFlinkCheckpoint, Config{}, DefaultBufferMaxMessages / 2, DefaultBufferMaxMessages},
-		{"checkpoints, window set", CommitFlinkCheckpoint, Config{MaxOutstandingMessages: 3000}, 3000, 6000},
-		{"checkpoints, bundle set", CommitFlinkCheckpoint, Config{MaxRecordsPerBundle: 50}, DefaultBufferMaxMessages / 2, 50},
+		{"resume", CommitResume, Config{},
+			limits{DefaultBufferMaxMessages, DefaultMaxOutstandingMessages, DefaultBufferMaxBytes / 2, DefaultMaxRecordsPerBundle}},
+		{"checkpoints", CommitFlinkCheckpoint, Config{},
+			limits{DefaultFlinkBufferMaxMessages, DefaultFlinkBufferMaxMessages / 2, DefaultFlinkBufferMaxBytes / 2, DefaultFlinkBufferMaxMessages}},
+		{"checkpoints, budget set", CommitFlinkCheckpoint, Config{BufferMaxMessages: 8000, BufferMaxBytes: 8 << 20},
+			limits{8000, 4000, 4 << 20, 8000}},
+		{"checkpoints, window set", CommitFlinkCheckpoint, Config{MaxOutstandingMessages: 3000, MaxOutstandingBytes: 1 << 20},
+			limits{DefaultFlinkBufferMaxMessages, 3000, 1 << 20, 6000}},
+		{"checkpoints, bundle set", CommitFlinkCheckpoint, Config{MaxRecordsPerBundle: 50},
+			limits{DefaultFlinkBufferMaxMessages, DefaultFlinkBufferMaxMessages / 2, DefaultFlinkBufferMaxBytes / 2, 50}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := testConfig(t, func(cfg *Config) {
 				cfg.ParallelPullCount = 2
-				cfg.MaxOutstandingMessages, cfg.MaxRecordsPerBundle = c.set.MaxOutstandingMessages, c.set.MaxRecordsPerBundle
+				cfg.MaxOutstandingMessages, cfg.MaxOutstandingBytes = c.set.MaxOutstandingMessages, c.set.MaxOutstandingBytes
+				cfg.BufferMaxMessages, cfg.BufferMaxBytes = c.set.BufferMaxMessages, c.set.BufferMaxBytes
+				cfg.MaxRecordsPerBundle = c.set.MaxRecordsPerBundle
 			})
 			cfg.Commit = c.commit
 			got := cfg.withCommitDefaults(c.set)
-			if got.MaxOutstandingMessages != c.window || got.MaxRecordsPerBundle != c.bundle {
-				t.Errorf("MaxOutstandingMessages %d, MaxRecordsPerBundle %d; want %d and %d", got.MaxOutstandingMessages, got.MaxRecordsPerBundle, c.window, c.bundle)
+			if diff := cmp.Diff(c.want, limits{got.BufferMaxMessages, got.MaxOutstandingMessages, got.MaxOutstandingBytes, got.MaxRecordsPerBundle}); diff != "" {
+				t.Errorf("budget, window, window bytes, bundle cap (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -95,27 +95,28 @@ func (fr *flinkRun) stop(ctx context.Context) error {
 }
 
 // readBacklogOnFlink reads a backlog of c.total() messages on f, once
-// the server saw every one acked.
-func (r *satRig) readBacklogOnFlink(ctx context.Context, f *flink.Flink, c readCase) (flinkSample, error) {
+// the server saw every one acked, and returns the workers' peak RSS too.
+func (r *satRig) readBacklogOnFlink(ctx context.Context, f *flink.Flink, c readCase) (flinkSample, int64, error) {
 	ps, err := r.local.newPairs(ctx, "flinkb", 1)
 	if err != nil {
-		return flinkSample{}, err
+		return flinkSample{}, 0, err
 	}
 	defer r.local.drop(ctx, ps)
 	if err := r.local.backlog(ctx, ps, c.messages, c.size); err != nil {
-		return flinkSample{}, err
+		return flinkSample{}, 0, err
 	}
-	tr := traceOn(f)
+	tr, peak := traceOn(f), workerRSS(f)
 	fr, err := r.startOnFlink(ctx, f, ps, c.splitsPerSub)
 	if err == nil {
 		err = r.awaitAcked(ctx, ps, c.total(), fr, 5*time.Minute)
 	}
 	tr.end()
+	rss := peak()
 	if fr == nil {
-		return flinkSample{}, err
+		return flinkSample{}, 0, err
 	}
 	st, verr := r.verify(ctx, ps, c.total())
-	return readSample(tr, st, c.total()), errors.Join(err, verr, fr.stop(ctx))
+	return readSample(tr, st, c.total()), rss, errors.Join(err, verr, fr.stop(ctx))
 }
 
 // ackLatency feeds a fresh subscription at --flink_rate for --flink_seconds
@@ -199,7 +200,7 @@ func measureFlink(ctx context.Context) (string, []string, error) {
 	var b strings.Builder
 	var misses []string
 	fmt.Fprintf(&b, "\n== flink (%v; backlog %d msgs of 1 KiB, feed %d msg/s for %d s; one run per point; CPU per message from the server's first delivery to its last ack, or its first Publish to its last)\n\n", r.shape, *flinkMessages, *flinkRate, *flinkSeconds)
-	b.WriteString("| runner | parallelism (splits) | backlog msg/s (server's deliveries) | worker CPU µs/msg | runner CPU µs/msg (Prism, Flink's JVMs) | ack latency p50 / p99 at the feed |\n|---|---|---|---|---|---|\n")
+	b.WriteString("| runner | parallelism (splits) | backlog msg/s (server's deliveries) | worker CPU µs/msg | runner CPU µs/msg (Prism, Flink's JVMs) | ack latency p50 / p99 at the feed | workers' peak RSS in the backlog read, MiB |\n|---|---|---|---|---|---|---|\n")
 	writes, err := r.flinkWrites(ctx, pars)
 	if err != nil {
 		misses = append(misses, fmt.Sprintf("flink writes: %v", err))
@@ -363,7 +364,7 @@ func (r *satRig) baselines(ctx context.Context, c readCase) (string, error) {
 			latency = fmt.Sprintf("%v / %v", st.AckLatencyP50.Round(time.Millisecond), st.AckLatencyP99.Round(time.Millisecond))
 			runner = micros(s.runner)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s | %s |\n", k.name, c.splitsPerSub, s.rate, micros(s.worker), runner, latency)
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s | %s | - |\n", k.name, c.splitsPerSub, s.rate, micros(s.worker), runner, latency)
 	}
 	fmt.Print(b.String())
 	return b.String(), nil
@@ -382,7 +383,7 @@ func (r *satRig) flinkPoint(ctx context.Context, c readCase, k flinkCluster) (st
 		return "", err
 	}
 	defer f.Stop()
-	s, err := r.readBacklogOnFlink(ctx, f, c)
+	s, peakRSS, err := r.readBacklogOnFlink(ctx, f, c)
 	if err != nil {
 		return "", err
 	}
@@ -396,8 +397,8 @@ func (r *satRig) flinkPoint(ctx context.Context, c readCase, k flinkCluster) (st
 		figures.add("flink-ack-latency", title, "checkpoint interval (s)", "s", fmt.Sprintf("p50, parallelism %d", c.splitsPerSub), k.interval.Seconds(), st.AckLatencyP50.Seconds())
 		figures.add("flink-backlog-rate", fmt.Sprintf("Backlog read on Flink, 1 KiB (%s server)", *satShapeName), "checkpoint interval (s)", "msg/s", fmt.Sprintf("parallelism %d", c.splitsPerSub), k.interval.Seconds(), s.rate)
 	}
-	return fmt.Sprintf("| %s | %d | %.0f | %s | %s | %v / %v |\n", k, c.splitsPerSub, s.rate, micros(s.worker), micros(s.runner),
-		st.AckLatencyP50.Round(time.Millisecond), st.AckLatencyP99.Round(time.Millisecond)), nil
+	return fmt.Sprintf("| %s | %d | %.0f | %s | %s | %v / %v | %d |\n", k, c.splitsPerSub, s.rate, micros(s.worker), micros(s.runner),
+		st.AckLatencyP50.Round(time.Millisecond), st.AckLatencyP99.Round(time.Millisecond), peakRSS>>20), nil
 }
 
 // positives parses a comma-separated list of positive values with parse.

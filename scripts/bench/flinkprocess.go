@@ -101,6 +101,28 @@ func traceOn(f *flink.Flink) *cpuTrace {
 	})
 }
 
+// workerRSS samples, every 100 ms until the returned function is called,
+// the resident memory of a run's SDK workers on f and returns its peak:
+// this process on the embedded cluster (the LOOPBACK worker, with the
+// bench's clients), the sum of the worker processes its TaskManagers
+// started on a session cluster.
+func workerRSS(f *flink.Flink) (peak func() int64) {
+	sample := rss
+	if f.Options().Session {
+		groups := f.ProcessGroups()
+		sample = func() int64 {
+			var sum int64
+			for _, p := range procStats() {
+				if p.comm != "java" && slices.Contains(groups, p.pgrp) {
+					sum += p.rss
+				}
+			}
+			return sum
+		}
+	}
+	return samplePeak(100*time.Millisecond, sample)
+}
+
 // flinkSample is one run of the flink case: its rate and what its worker
 // and runner spent per message, each over the span the server saw it work.
 type flinkSample struct {

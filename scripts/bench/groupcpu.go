@@ -44,6 +44,7 @@ type procStat struct {
 	comm     string
 	own      time.Duration // utime + stime
 	children time.Duration // cutime + cstime: its children reaped so far
+	rss      int64         // resident bytes
 }
 
 // procStats reads every process's figures.
@@ -57,14 +58,14 @@ func procStats() []procStat {
 		}
 		// The command name, in parentheses, may hold spaces: fields are
 		// counted after its closing parenthesis (state is field 3, pgrp 5,
-		// utime 14, stime 15, cutime 16, cstime 17).
+		// utime 14, stime 15, cutime 16, cstime 17, rss 24 in pages).
 		s := string(b)
 		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
 		if open < 0 || end < open {
 			continue
 		}
 		f := strings.Fields(s[end+1:])
-		if len(f) < 15 {
+		if len(f) < 22 {
 			continue
 		}
 		pgrp, _ := strconv.Atoi(f[2])
@@ -72,7 +73,8 @@ func procStats() []procStat {
 			t, _ := strconv.ParseInt(f[i], 10, 64)
 			return time.Duration(t) * time.Second / clockTicks
 		}
-		out = append(out, procStat{pgrp: pgrp, comm: s[open+1 : end], own: ticks(11) + ticks(12), children: ticks(13) + ticks(14)})
+		pages, _ := strconv.ParseInt(f[21], 10, 64)
+		out = append(out, procStat{pgrp: pgrp, comm: s[open+1 : end], own: ticks(11) + ticks(12), children: ticks(13) + ticks(14), rss: pages * int64(os.Getpagesize())})
 	}
 	return out
 }

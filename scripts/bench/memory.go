@@ -79,15 +79,21 @@ func rss() int64 {
 func peakGrowth() func() int64 {
 	debug.FreeOSMemory()
 	base := rss()
-	var peak int64
-	stop := make(chan struct{})
-	done := make(chan struct{})
+	peak := samplePeak(20*time.Millisecond, rss)
+	return func() int64 { return peak() - base }
+}
+
+// samplePeak calls sample now and then every every until the returned
+// function is called, which returns the highest value sampled.
+func samplePeak(every time.Duration, sample func() int64) (peak func() int64) {
+	var highest int64
+	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(20 * time.Millisecond)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
-			peak = max(peak, rss())
+			highest = max(highest, sample())
 			select {
 			case <-stop:
 				return
@@ -95,7 +101,7 @@ func peakGrowth() func() int64 {
 			}
 		}
 	}()
-	return func() int64 { close(stop); <-done; return peak - base }
+	return func() int64 { close(stop); <-done; return highest }
 }
 
 // measureMemory holds heldMessages in flight in the source and in the sink,
