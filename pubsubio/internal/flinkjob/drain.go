@@ -69,7 +69,7 @@ func Drain(ctx context.Context, rest, job string, every, patience time.Duration)
 		RequestID string `json:"request-id"`
 	}
 	if err := c.post(ctx, "/jobs/"+id+"/stop", map[string]any{"drain": true}, &trigger); err != nil {
-		return fmt.Errorf("stopping the Flink job %s (%q) with a drain: %w; it needs state.savepoints.dir in the cluster's flink-conf.yaml", id, job, err)
+		return fmt.Errorf("stopping the Flink job %s (%q) with a drain: %w", id, job, err)
 	}
 	return awaitSavepoint(ctx, get, id, trigger.RequestID, every)
 }

@@ -73,7 +73,7 @@ func TestDrainLeavesAJobThatEnded(t *testing.T) {
 }
 
 // A REST API that keeps failing ends the drain after the patience, with
-// ErrNoAnswer; a stop the JobManager refuses says what the drain needs.
+// ErrNoAnswer; a stop the JobManager refuses is quoted with its reason.
 func TestDrainFailures(t *testing.T) {
 	const name = "orders-root-1-a"
 	t.Run("unavailable", func(t *testing.T) {
@@ -86,12 +86,7 @@ func TestDrainFailures(t *testing.T) {
 	t.Run("stop refused", func(t *testing.T) {
 		jm := flinkjobtest.New(t, name)
 		jm.EndInput(name)
-		jm.SetFault(func(path string) int {
-			if strings.HasSuffix(path, "/stop") {
-				return http.StatusBadRequest
-			}
-			return 0
-		})
+		jm.NoSavepointDir()
 		err := <-drain(t, jm, time.Minute)
 		if err == nil || !strings.Contains(err.Error(), "state.savepoints.dir") || !strings.Contains(err.Error(), "POST /jobs/job0/stop: 400") {
 			t.Errorf("got %v, want the refused stop and state.savepoints.dir", err)

@@ -25,13 +25,14 @@ const WaitLimit = 10 * time.Second
 type JobManager struct {
 	srv *httptest.Server
 
-	mu      sync.Mutex
-	offset  time.Duration
-	last    int64 // the clock's last reading (ms)
-	jobs    []*job
-	fault   func(path string) int
-	faulted int            // requests answered with a fault
-	served  map[string]int // successful answers, by the kind of request
+	mu             sync.Mutex
+	offset         time.Duration
+	last           int64 // the clock's last reading (ms)
+	jobs           []*job
+	fault          func(path string) int
+	faulted        int            // requests answered with a fault
+	noSavepointDir bool           // stop answers as a cluster without state.savepoints.dir
+	served         map[string]int // successful answers, by the kind of request
 }
 
 type job struct {
@@ -148,6 +149,11 @@ func (jm *JobManager) serve(w http.ResponseWriter, r *http.Request) {
 	case "stop":
 		if r.Method != http.MethodPost {
 			notFound("Not found: GET /" + path)
+			return
+		}
+		if jm.noSavepointDir {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"errors":["org.apache.flink.runtime.rest.handler.RestHandlerException: Config key [state.savepoints.dir] is not set. Property [targetDirectory] must be provided."]}`)
 			return
 		}
 		j.state = "FINISHED"
@@ -295,6 +301,15 @@ func (jm *JobManager) Restore(name string, id int64) {
 	defer jm.mu.Unlock()
 	j := jm.job(name)
 	j.restoredID, j.restoredAt = id, jm.now()
+}
+
+// NoSavepointDir makes the JobManager answer a stop-with-savepoint as
+// Flink does when the cluster sets no state.savepoints.dir: 400 Bad
+// Request, naming the key.
+func (jm *JobManager) NoSavepointDir() {
+	jm.mu.Lock()
+	defer jm.mu.Unlock()
+	jm.noSavepointDir = true
 }
 
 // SetFault makes the JobManager answer fault(path) instead, where
