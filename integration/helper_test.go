@@ -94,6 +94,21 @@ func longTests(t *testing.T) {
 	}
 }
 
+// soakDuration is the duration the environment variable env gives a soak,
+// at least least, or def when it is unset.
+func soakDuration(t *testing.T, env string, def, least time.Duration) time.Duration {
+	t.Helper()
+	v := os.Getenv(env)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < least {
+		t.Fatalf("%s=%q: want a duration of at least %v, e.g. %v", env, v, least, def)
+	}
+	return d
+}
+
 // Reading.
 
 // subscriptionAndID keys what a read emitted for the checks: subscription

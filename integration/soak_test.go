@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,20 +54,6 @@ const (
 	soakFloorWindow     = 2 * time.Minute
 )
 
-// soakDuration is PUBSUB_IT_SOAK, or the default.
-func soakDuration(t *testing.T) time.Duration {
-	t.Helper()
-	v := os.Getenv(envSoak)
-	if v == "" {
-		return soakDefault
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < time.Minute {
-		t.Fatalf("%s=%q: want a duration of at least 1m, e.g. 10m", envSoak, v)
-	}
-	return d
-}
-
 // soakGauges are the connector's gauges sampled from the running job: the
 // source's buffer and pending acks, the sink's in-flight publishes and
 // publishers.
@@ -77,7 +62,7 @@ var soakGauges = []string{"buffered_messages", "buffered_bytes", "pending_acks",
 func TestSoakReadWrite(t *testing.T) {
 	t.Parallel()
 	longTests(t)
-	duration := soakDuration(t)
+	duration := soakDuration(t, envSoak, soakDefault, time.Minute)
 	warmUp := min(soakWarmUp, duration/2)
 	e := emulator.Require(t)
 	in := e.CreateTopic(t, "soak-in")

@@ -124,6 +124,13 @@ var (
 	seen      atomic.Int64
 )
 
+// bundles counts the bundles of the read's stage, which tagFn is fused
+// into: on Flink each ends with the read's self-checkpoint, a new Flink
+// state (docs/upstream/flink-drain-and-resume-delay.md).
+var bundles = beam.NewCounter("crashpipeline", "bundles")
+
+func (f *tagFn) StartBundle(ctx context.Context) { bundles.Inc(ctx, 1) }
+
 func (f *tagFn) ProcessElement(ctx context.Context, m pubsubio.Message) (pubsubio.Message, error) {
 	if f.Stall {
 		var err error

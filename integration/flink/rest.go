@@ -126,6 +126,47 @@ func (r *REST) Cancel(ctx context.Context, jobID string) error {
 	return r.do(ctx, http.MethodPatch, "/jobs/"+jobID+"?mode=cancel", nil, nil)
 }
 
+// vertex is one of a job's vertices.
+type vertex struct {
+	ID string `json:"id"`
+}
+
+// vertices lists the vertices of job jobID.
+func (r *REST) vertices(ctx context.Context, jobID string) ([]vertex, error) {
+	var job struct {
+		Vertices []vertex `json:"vertices"`
+	}
+	err := r.do(ctx, http.MethodGet, "/jobs/"+jobID, nil, &job)
+	return job.Vertices, err
+}
+
+// TaskManagersOf returns the resource IDs of the TaskManagers running a
+// subtask of job jobID ("taskmanager-0", as the harness names them).
+func (r *REST) TaskManagersOf(ctx context.Context, jobID string) ([]string, error) {
+	vertices, err := r.vertices(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	var tms []string
+	for _, v := range vertices {
+		var detail struct {
+			Subtasks []struct {
+				Status        string `json:"status"`
+				TaskManagerID string `json:"taskmanager-id"`
+			} `json:"subtasks"`
+		}
+		if err := r.do(ctx, http.MethodGet, "/jobs/"+jobID+"/vertices/"+v.ID, nil, &detail); err != nil {
+			return nil, err
+		}
+		for _, st := range detail.Subtasks {
+			if st.Status == "RUNNING" && !slices.Contains(tms, st.TaskManagerID) {
+				tms = append(tms, st.TaskManagerID)
+			}
+		}
+	}
+	return tms, nil
+}
+
 // Checkpoint is one checkpoint's statistics.
 type Checkpoint struct {
 	ID               int64  `json:"id"`
@@ -300,17 +341,13 @@ func causes(trace string) string {
 // metrics from the TaskManagers at most every
 // metrics.fetcher.update-interval (10 s by default), so they lag.
 func (r *REST) OperatorMetrics(ctx context.Context, jobID string, names ...string) (map[string]float64, error) {
-	var job struct {
-		Vertices []struct {
-			ID string `json:"id"`
-		} `json:"vertices"`
-	}
-	if err := r.do(ctx, http.MethodGet, "/jobs/"+jobID, nil, &job); err != nil {
+	vertices, err := r.vertices(ctx, jobID)
+	if err != nil {
 		return nil, err
 	}
 	name := func(id string) string { return id[strings.LastIndex(id, ".")+1:] }
 	sums := map[string]float64{}
-	for _, v := range job.Vertices {
+	for _, v := range vertices {
 		path := "/jobs/" + jobID + "/vertices/" + v.ID + "/metrics"
 		var listed []struct {
 			ID string `json:"id"`

@@ -1,11 +1,12 @@
 // Command reliability runs the long reliability tests one after another —
 // the soak, the memory budget under a stalled downstream, the big crash
-// loop and the emulator's stranding of a stopped stream's messages — and
-// prints the figures they log. They are too long for CI's plain
+// loop, the emulator's stranding of a stopped stream's messages and the
+// Flink soak — and prints the figures they log. They are too long for CI's plain
 // `go test ./...`, where they skip unless PUBSUB_IT_LONG=1.
 //
-//	go run ./scripts/reliability                        # all four
+//	go run ./scripts/reliability                        # all five
 //	go run ./scripts/reliability --only=soak --soak=30m
+//	go run ./scripts/reliability --only=flinksoak --flink_soak=30m
 //
 // Each step is one `go test ./integration/` run with its own emulator,
 // started by the test harness from the installed cloud-pubsub-emulator
@@ -29,8 +30,9 @@ import (
 )
 
 var (
-	only      = flag.String("only", "soak,budget,crash,stranded", "steps to run, comma separated: soak, budget, crash, stranded")
+	only      = flag.String("only", "soak,budget,crash,stranded,flinksoak", "steps to run, comma separated: soak, budget, crash, stranded, flinksoak")
 	soak      = flag.String("soak", "10m", "the soak's duration (PUBSUB_IT_SOAK)")
+	flinkSoak = flag.String("flink_soak", "30m", "the Flink soak's duration (PUBSUB_IT_FLINK_SOAK)")
 	crashN    = flag.Int("crash_messages", 20000, "messages per crash-loop run (PUBSUB_IT_CRASH_MESSAGES)")
 	logDir    = flag.String("logs", "", "directory for the steps' full output (default: a new temp directory)")
 	moduleDir = flag.String("C", ".", "the module root (where go.mod is)")
@@ -46,19 +48,20 @@ type step struct {
 
 func steps() []step {
 	return []step{
-		{name: "soak", run: "^TestSoakReadWrite$", timeout: soakTimeout(), env: []string{"PUBSUB_IT_SOAK=" + *soak}},
+		{name: "soak", run: "^TestSoakReadWrite$", timeout: soakTimeout(*soak), env: []string{"PUBSUB_IT_SOAK=" + *soak}},
 		{name: "budget", run: "^TestBudgetStalledDownstream$", timeout: 75 * time.Minute},
 		{name: "crash", run: "TestCrash", timeout: 90 * time.Minute, env: []string{fmt.Sprintf("PUBSUB_IT_CRASH_MESSAGES=%d", *crashN)}},
 		{name: "stranded", run: "^TestEmulatorStrandsWhatAStoppedStreamWasSent$", timeout: 20 * time.Minute},
+		{name: "flinksoak", run: "^TestFlinkSoak$", timeout: soakTimeout(*flinkSoak) + 15*time.Minute, env: []string{"PUBSUB_IT_FLINK_SOAK=" + *flinkSoak}},
 	}
 }
 
-// soakTimeout leaves the soak its duration plus the bounded drain, stop
-// and emulator start around it.
-func soakTimeout() time.Duration {
-	d, err := time.ParseDuration(*soak)
+// soakTimeout leaves a soak of duration d its duration plus the bounded
+// drain, stop and emulator start around it.
+func soakTimeout(duration string) time.Duration {
+	d, err := time.ParseDuration(duration)
 	if err != nil {
-		exitOn(fmt.Errorf("--soak=%q is not a duration (e.g. 10m): %w", *soak, err))
+		exitOn(fmt.Errorf("soak duration %q is not a duration (e.g. 10m): %w", duration, err))
 	}
 	return d + 15*time.Minute
 }
@@ -85,7 +88,7 @@ func main() {
 	}
 	for name := range want {
 		if !known[name] {
-			exitOn(fmt.Errorf("unknown step %q in --only; use soak, budget, crash and/or stranded", name))
+			exitOn(fmt.Errorf("unknown step %q in --only; use soak, budget, crash, stranded and/or flinksoak", name))
 		}
 	}
 	var failed []string
