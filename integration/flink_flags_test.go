@@ -10,42 +10,44 @@ import (
 	"github.com/pubsubio/beam-pubsubio/integration/crash"
 	"github.com/pubsubio/beam-pubsubio/integration/emulator"
 	"github.com/pubsubio/beam-pubsubio/integration/flink"
+	"github.com/pubsubio/beam-pubsubio/integration/localport"
 )
 
-// submitAsAUser starts a Flink of its own and submits crashpipeline to its
-// job server as a user would (flink.UserArgs), reading n messages of a
-// topology named name through a counter of deliveries and acks, with
-// extra flags.
-func submitAsAUser(t *testing.T, name string, n int, extra ...string) (*flink.Flink, *crash.Topology, *crash.DeliveryCounter, *crash.Process) {
+// submitAsAUser starts a Flink of its own with opts and submits
+// crashpipeline to its job server as a user would (flink.UserArgs),
+// reading n messages of a topology named name through a counter of
+// deliveries and acks, with extra flags.
+func submitAsAUser(t *testing.T, name string, n int, opts flink.Options, extra ...string) (*flink.Flink, *crash.Topology, *crash.DeliveryCounter, *crash.Process) {
 	e := emulator.Require(t)
 	bin := crash.BuildPipeline(t)
-	f := flink.Start(t, flink.Options{})
+	f := flink.Start(t, opts)
 	reads := crash.StartDeliveryCounter(t, e.Endpoint)
 	c := crash.NewTopology(t, e, name, n, nil)
 	p := crash.Start(t, bin, "submitter", append(f.UserArgs(), c.Args(append([]string{"--read_emulator=" + reads.Endpoint}, extra...)...)...)...)
 	return f, c, reads, p
 }
 
-// awaitAckMetrics waits up to 90 s until the REST API shows, summed over
-// the read's operators and subtasks, the read's messages_acked counter at
-// n and its pending_acks gauge at 0: what an operator watches to see that
-// acks follow the checkpoints. Flink refreshes what its REST API shows
-// every 10 s at most, and a counter appears once a bundle changed it.
-func awaitAckMetrics(ctx context.Context, t *testing.T, f *flink.Flink, jobID string, n int) {
+// awaitAckMetrics waits up to 90 s until read (where, for the messages)
+// shows, summed over the read's operators and subtasks, the read's
+// messages_acked counter at n and its pending_acks gauge at 0: what an
+// operator watches to see that acks follow the checkpoints. Flink
+// refreshes what it shows every 10 s at most, and a counter appears once a
+// bundle changed it.
+func awaitAckMetrics(t *testing.T, where string, read func(names ...string) (map[string]float64, error), n int) {
 	t.Helper()
 	const acked, pending = "pubsubio_messages_acked", "pubsubio_pending_acks"
 	var seen string
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		m, err := f.REST.OperatorMetrics(ctx, jobID, acked, pending)
+		m, err := read(acked, pending)
 		_, shown := m[pending]
 		seen = fmt.Sprintf("metrics %v, error %v", m, err)
 		if err == nil && shown && m[acked] >= float64(n) && m[pending] == 0 {
-			t.Logf("REST METRICS %s", seen)
+			t.Logf("%s METRICS %s", where, seen)
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the REST API did not show %s at %d and %s at 0 within 90 s of the last ack: %s", acked, n, pending, seen)
+			t.Fatalf("%s did not show %s at %d and %s at 0 within 90 s of the last ack: %s", where, acked, n, pending, seen)
 		}
 		time.Sleep(time.Second)
 	}
@@ -56,11 +58,17 @@ func awaitAckMetrics(ctx context.Context, t *testing.T, f *flink.Flink, jobID st
 // checkpointingInterval and finishBundleBeforeCheckpointing on the job it
 // submits) and name the job; only the REST address is passed. Every
 // message reaches the output and is acked once a checkpoint covers it,
-// and the REST API shows the read's acks counted and none pending.
+// and both the REST API and the Prometheus reporter show the read's acks
+// counted and none pending.
 func TestFlinkCheckpointsFromTheFlags(t *testing.T) {
 	t.Parallel()
 	const n = 300
-	f, c, reads, p := submitAsAUser(t, "flink-flags", n)
+	ports, err := localport.Reserve(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prometheus := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	f, c, reads, p := submitAsAUser(t, "flink-flags", n, flink.Options{Conf: flink.PrometheusConf(ports[0])})
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	job, err := f.REST.AwaitRunningJob(ctx)
@@ -81,7 +89,12 @@ func TestFlinkCheckpointsFromTheFlags(t *testing.T) {
 		t.Fatalf("%d of %d messages acked; submitter stderr:\n%s", got, n, crash.Tail(p.Stderr(), 3000))
 	}
 	t.Logf("FLAGS job %q checkpoints every %d ms; %d of %d on the output and acked", job.Name, cfg.Interval, n, n)
-	awaitAckMetrics(ctx, t, f, job.ID, n)
+	awaitAckMetrics(t, "REST", func(names ...string) (map[string]float64, error) {
+		return f.REST.OperatorMetrics(ctx, job.ID, names...)
+	}, n)
+	awaitAckMetrics(t, "PROMETHEUS", func(names ...string) (map[string]float64, error) {
+		return flink.ScrapePrometheus(ctx, prometheus, names...)
+	}, n)
 	if err := f.REST.Cancel(ctx, job.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +108,7 @@ func TestFlinkCheckpointsFromTheFlags(t *testing.T) {
 func TestFlinkBoundedReadEnds(t *testing.T) {
 	t.Parallel()
 	const n = 300
-	f, c, reads, p := submitAsAUser(t, "flink-bounded", n, "--idle_timeout=5s")
+	f, c, reads, p := submitAsAUser(t, "flink-bounded", n, flink.Options{}, "--idle_timeout=5s")
 	ctx, cancel := context.WithTimeout(t.Context(), flinkRunLimit)
 	defer cancel()
 	job, err := f.REST.AwaitRunningJob(ctx)
