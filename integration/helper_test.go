@@ -261,13 +261,15 @@ func runInBackground(p *beam.Pipeline, timeout time.Duration) *pipelineRun {
 // stream inherits the context, and Prism 2.77 panics, ending the whole
 // test binary, when that stream fails with DeadlineExceeded
 // (worker.go:316); a cancelled one fails only the job.
-// When the limit passes, it prints the goroutines in pubsubio's code and
-// in the state channels between the SDK and Prism to stderr first: what a
-// job that did not end was doing.
+// When the limit passes, it prints to stderr first what a job that did not
+// end was doing: the goroutines in pubsubio's code, in the state channels
+// between the SDK and Prism and in gRPC's transports, and this process's
+// TCP connections with bytes queued.
 func runContext(limit time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	stop := time.AfterFunc(limit, func() {
-		fmt.Fprintf(os.Stderr, "a job ran out its %v; the goroutines in pubsubio's code and in state channels:\n%s\n", limit, ourGoroutines())
+		fmt.Fprintf(os.Stderr, "a job ran out its %v; the goroutines in pubsubio's code, in state channels and in gRPC's transports:\n%s\nthis process's TCP connections with bytes queued:\n%s\n",
+			limit, ourGoroutines(), queuedSockets())
 		cancel()
 	})
 	return ctx, func() { stop.Stop(); cancel() }
@@ -275,16 +277,44 @@ func runContext(limit time.Duration) (context.Context, context.CancelFunc) {
 
 // ourGoroutines is the stacks of the goroutines that run pubsubio's code
 // or serve state requests (a deduplicating bundle once waited for ever
-// for Prism's answer to one), at most 128 KiB of them.
+// for Prism's answer to one), and of gRPC's transport writers and readers
+// that are not idle, at most 256 KiB of them.
 func ourGoroutines() string {
 	buf := make([]byte, 8<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	var b strings.Builder
 	for _, g := range strings.Split(string(buf), "\n\n") {
 		ours := strings.Contains(g, "beam-pubsubio/pubsubio") || strings.Contains(g, "prism/internal/worker.(*W).State") ||
-			strings.Contains(g, "harness.(*StateChannel)")
-		if ours && b.Len() < 128<<10 {
+			strings.Contains(g, "harness.(*StateChannel)") || busyTransport(g)
+		if ours && b.Len() < 256<<10 {
 			b.WriteString(g + "\n\n")
+		}
+	}
+	return b.String()
+}
+
+// busyTransport reports whether g is a gRPC transport goroutine that waits
+// for anything but the next frame from its socket: a writer waiting for
+// flow-control quota or a reader throttled by its own unsent responses.
+func busyTransport(g string) bool {
+	return strings.Contains(g, "(*writeQuota).get") || strings.Contains(g, "(*controlBuffer).throttle") ||
+		(strings.Contains(g, "(*loopyWriter).run") && !strings.Contains(g, "(*controlBuffer).get"))
+}
+
+// queuedSockets is this process's TCP connections whose receive or send
+// queue holds bytes, as ss prints them: where bytes stopped between a
+// sender and a reader.
+func queuedSockets() string {
+	out, err := exec.Command("ss", "-tnpH").CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("ss: %v: %s", err, out)
+	}
+	var b strings.Builder
+	pid := fmt.Sprintf("pid=%d,", os.Getpid())
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && strings.Contains(line, pid) && (f[1] != "0" || f[2] != "0") {
+			b.WriteString(line + "\n")
 		}
 	}
 	return b.String()
