@@ -165,12 +165,12 @@ func deploymentFlags() deployment {
 
 // withCommitDefaults sets the defaults that depend on the resolved commit,
 // for the fields zero in set (the read's configuration as given): under
-// CommitFlinkCheckpoint the larger budget; each stream's window
-// (defaultWindow, defaultWindowBytes); and, under CommitFlinkCheckpoint, a
-// bundle cap of what a split's streams may hold, since a read's bundle on
-// Flink ends only at a checkpoint and the cap would otherwise bound a
-// split's rate to DefaultMaxRecordsPerBundle per checkpoint interval
-// (BENCHMARKS.md, Flink).
+// CommitFlinkCheckpoint the larger budget; each stream's window, again
+// from that budget (flowControlFromBudget); and, under
+// CommitFlinkCheckpoint, a bundle cap of what a split's streams may hold,
+// since a read's bundle on Flink ends only at a checkpoint and the cap
+// would otherwise bound a split's rate to DefaultMaxRecordsPerBundle per
+// checkpoint interval (BENCHMARKS.md, Flink).
 func (cfg Config) withCommitDefaults(set Config) Config {
 	if cfg.Commit == CommitFlinkCheckpoint {
 		if set.BufferMaxMessages == 0 {
@@ -180,12 +180,8 @@ func (cfg Config) withCommitDefaults(set Config) Config {
 			cfg.BufferMaxBytes = DefaultFlinkBufferMaxBytes
 		}
 	}
-	if set.MaxOutstandingMessages == 0 {
-		cfg.MaxOutstandingMessages = cfg.defaultWindow()
-	}
-	if set.MaxOutstandingBytes == 0 {
-		cfg.MaxOutstandingBytes = cfg.defaultWindowBytes()
-	}
+	cfg.MaxOutstandingMessages, cfg.MaxOutstandingBytes = set.MaxOutstandingMessages, set.MaxOutstandingBytes
+	cfg.flowControlFromBudget()
 	if set.MaxRecordsPerBundle == 0 && cfg.Commit == CommitFlinkCheckpoint && cfg.MaxOutstandingMessages > 0 {
 		cfg.MaxRecordsPerBundle = max(DefaultMaxRecordsPerBundle, cfg.MaxOutstandingMessages*cfg.ParallelPullCount)
 	}
