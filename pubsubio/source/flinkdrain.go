@@ -2,7 +2,6 @@ package source
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -40,35 +39,17 @@ type drainFlinkJobFn struct {
 // answer from the REST API.
 func (fn *drainFlinkJobFn) ProcessElement(ctx context.Context, _ int64) {
 	job := flinkJobName(fn.Flink.Job)
-	started := inBackgroundOnce(fn.Flink.REST+" "+job, func() {
+	done := flinkjob.DrainOnce(fn.Flink.REST, job, drainPollInterval, fn.Flink.Patience)
+	if done == nil {
+		return
+	}
+	log.Infof(ctx, "pubsubio.Read: the read is done; its Flink job %q ends with a drain once only its sources run", job)
+	go func() {
 		ctx := context.Background()
-		if err := flinkjob.Drain(ctx, fn.Flink.REST, job, drainPollInterval, fn.Flink.Patience); err != nil {
+		if err := <-done; err != nil {
 			log.Errorf(ctx, "pubsubio.Read: the read is done, but its Flink job did not end: %v; cancel it (every message it read was acked)", err)
 			return
 		}
 		log.Infof(ctx, "pubsubio.Read: drained the Flink job %q", job)
-	})
-	if started != nil {
-		log.Infof(ctx, "pubsubio.Read: the read is done; its Flink job %q ends with a drain once only its sources run", job)
-	}
-}
-
-// runningOnce holds the keys of the inBackgroundOnce calls still running.
-var runningOnce sync.Map
-
-// inBackgroundOnce runs f in a goroutine unless one started under key
-// still runs in this process: a retried bundle of the drain step must not
-// stop the job a second time. It returns nil when it did not start f,
-// else a channel closed once f returned.
-func inBackgroundOnce(key string, f func()) (done <-chan struct{}) {
-	if _, runs := runningOnce.LoadOrStore(key, true); runs {
-		return nil
-	}
-	ended := make(chan struct{})
-	go func() {
-		defer close(ended)
-		defer runningOnce.Delete(key)
-		f()
 	}()
-	return ended
 }

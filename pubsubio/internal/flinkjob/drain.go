@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
@@ -72,6 +73,29 @@ func Drain(ctx context.Context, rest, job string, every, patience time.Duration)
 		return fmt.Errorf("stopping the Flink job %s (%q) with a drain: %w", id, job, err)
 	}
 	return awaitSavepoint(ctx, get, id, trigger.RequestID, every)
+}
+
+// draining holds the jobs, by REST address and name, whose DrainOnce still
+// runs in this process.
+var draining sync.Map
+
+// DrainOnce runs Drain in the background, with a context of its own,
+// unless a DrainOnce of the same job on the same REST address still runs
+// in this process: a retried bundle of a drain step must not stop the job
+// a second time. It returns nil when it started nothing, else a channel
+// that receives Drain's error once it returned.
+func DrainOnce(rest, job string, every, patience time.Duration) <-chan error {
+	key := rest + " " + job
+	if _, runs := draining.LoadOrStore(key, true); runs {
+		return nil
+	}
+	done := make(chan error, 1)
+	go func() {
+		err := Drain(context.Background(), rest, job, every, patience)
+		draining.Delete(key)
+		done <- err
+	}()
+	return done
 }
 
 // gone is what runningBeyondSources says of a job that is no longer live.

@@ -93,3 +93,36 @@ func TestDrainFailures(t *testing.T) {
 		}
 	})
 }
+
+// While a drain of a job runs in this process, another DrainOnce of it
+// starts nothing, one of the same name on another REST address starts;
+// once the first ended, having stopped the job once, one may start again.
+func TestDrainOnce(t *testing.T) {
+	const name = "orders-root-1-a"
+	jm, elsewhere := flinkjobtest.New(t, name), flinkjobtest.New(t, name)
+	once := func(jm *flinkjobtest.JobManager) <-chan error {
+		return DrainOnce(jm.Addr(), "orders", 10*time.Millisecond, time.Minute)
+	}
+	first := once(jm)
+	if first == nil {
+		t.Fatal("the first drain did not start")
+	}
+	if once(jm) != nil {
+		t.Error("a second drain of the job started while the first ran")
+	}
+	other := once(elsewhere)
+	if other == nil {
+		t.Fatal("the drain of the job on another REST address did not start")
+	}
+	jm.EndInput(name)
+	elsewhere.EndInput(name)
+	checkStoppedOnce(t, jm, name, first)
+	checkStoppedOnce(t, elsewhere, name, other)
+	again := once(jm)
+	if again == nil {
+		t.Fatal("no drain started after the first one ended")
+	}
+	if err := <-again; err != nil {
+		t.Errorf("the drain of a job that ended: %v", err)
+	}
+}
