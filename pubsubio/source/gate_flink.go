@@ -9,8 +9,13 @@ import (
 
 // flinkGate acks what bundle N emitted once a checkpoint triggered after
 // bundle N+1 began has completed: N's output and residual left the task
-// before N+1 began, so that checkpoint holds them. A process-wide watcher
-// of the job reads the checkpoints from the JobManager's REST API
+// before N+1 began, so that checkpoint holds them. When the job finishes
+// bundles before checkpoints (Beam's finishBundleBeforeCheckpointing, as
+// the JobManager answers) and N began in this process, a checkpoint
+// triggered after N began suffices: its barrier reached the task after N
+// began, and the task finished N before its snapshot. That saves a
+// checkpoint interval of publish to ack. A process-wide watcher of the job
+// reads the checkpoints from the JobManager's REST API
 // (internal/flinkjob); coverage is decided on the JobManager's clock.
 //
 // A restore rolls back what bundles emitted after the restored
@@ -24,12 +29,13 @@ type flinkGate struct {
 	patience    time.Duration
 	unsubscribe func()
 
-	lastBegun int64 // the highest Seq begun in this process, -1 before any
+	lastBegun int64          // the highest Seq begun in this process, -1 before any
+	began     flinkjob.Stamp // when lastBegun began
 	awaiting  []awaitingCommit
 }
 
 // awaitingCommit is what one bundle emitted, waiting for a checkpoint:
-// stamp marks when its successor began.
+// stamp marks when its successor, or the bundle itself, began.
 type awaitingCommit struct {
 	emittedBatch
 	stamp flinkjob.Stamp
@@ -56,9 +62,14 @@ func (g *flinkGate) begin(rest Restriction) (cleared, error) {
 			c.ack = append(c.ack, emittedBefore(rest))
 		}
 	} else if len(rest.AckIDs) > 0 {
-		g.awaiting = append(g.awaiting, awaitingCommit{emittedBatch: emittedBefore(rest), stamp: g.watcher.Mark()})
+		emitted := emittedBefore(rest)
+		stamp := g.watcher.Mark()
+		if emitted.owner == processID && emitted.seq == g.lastBegun && g.watcher.FinishesBundles() {
+			stamp = g.began
+		}
+		g.awaiting = append(g.awaiting, awaitingCommit{emittedBatch: emitted, stamp: stamp})
 	}
-	g.lastBegun = rest.Seq
+	g.lastBegun, g.began = rest.Seq, g.watcher.Mark()
 	if err := g.watcher.Err(g.patience); err != nil {
 		return c, err
 	}

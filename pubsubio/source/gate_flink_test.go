@@ -87,6 +87,33 @@ func TestFlinkGateWorkerClockAhead(t *testing.T) {
 	checkHandles(t, "a checkpoint triggered after the next bundle began completed", hs, 1, 0)
 }
 
+// A job that finishes its bundles before checkpoints
+// (finishBundleBeforeCheckpointing, as the JobManager shows its options)
+// has what a bundle emitted acked by the first checkpoint triggered after
+// that bundle began, a checkpoint interval sooner; one triggered before it
+// began still covers nothing of it.
+func TestFlinkGateBundlesFinishedBeforeCheckpoints(t *testing.T) {
+	const name = "finishing-root-1-a"
+	jm := flinkjobtest.New(t, name)
+	jm.FinishBundles(name)
+	h := flinkReader(t, jm, name, -3*time.Second)
+	run := h.poll()
+	hs := deliverN(h.r, run, "m", 6)
+	jm.AwaitAnswers(t, 2)
+	jm.Checkpoint(name) // triggered before bundle 0 began
+	jm.AwaitAnswers(t, 2)
+	first := begin(t, h, 0, nil, 3)
+	second := begin(t, h, 1, first, 3)
+	jm.AwaitAnswers(t, 2)
+	begin(t, h, 2, second, 0)
+	checkHandles(t, "bundle 0's, after a checkpoint triggered before it began", hs[:3], 0, 0)
+
+	jm.Checkpoint(name) // triggered after bundle 1 began, before bundle 3
+	jm.AwaitAnswers(t, 2)
+	checkHandles(t, "bundle 0's, after a checkpoint triggered after it began", hs[:3], 1, 0)
+	checkHandles(t, "bundle 1's, after a checkpoint triggered after it began", hs[3:], 1, 0)
+}
+
 // Flink restored the job, in the same worker process, from a checkpoint
 // holding bundle 1's restriction: what bundle 0 emitted is durable, what
 // bundles 1 and 2 emitted was rolled back. A checkpoint that completes

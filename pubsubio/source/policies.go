@@ -73,7 +73,9 @@ const (
 	// CommitFlinkCheckpoint acks a bundle's messages once a Flink checkpoint
 	// triggered after the split's next bundle started has completed, as the
 	// JobManager's REST API reports (Config.Flink); until then they stay
-	// leased. The job must checkpoint.
+	// leased. When the job finishes bundles before checkpoints
+	// (finishBundleBeforeCheckpointing), one triggered after the bundle
+	// itself started suffices. The job must checkpoint.
 	CommitFlinkCheckpoint CommitMode = "FLINK_CHECKPOINT"
 )
 

@@ -16,7 +16,10 @@ type reading struct {
 	now        int64 // the JobManager's clock, ms
 	configured bool  // its checkpointing is on
 	off        bool  // its checkpointing is off, by a successful answer
-	restored   restore
+	// finishesBundles: its Beam options, read with its checkpoint
+	// configuration, set finishBundleBeforeCheckpointing (set only then).
+	finishesBundles *bool
+	restored        restore
 	// completed are the checkpoints that count as durable points: completed
 	// checkpoints, and savepoints that stop the job.
 	completed []checkpoint
@@ -28,8 +31,9 @@ type checkpoint struct{ id, trigger int64 }
 var liveStates = map[string]bool{"CREATED": true, "INITIALIZING": true, "RUNNING": true, "RESTARTING": true, "RECONCILING": true}
 
 // read polls the job: its details (the JobManager's clock), its checkpoint
-// configuration until known, and its checkpoint statistics. It looks the
-// job up by name when id is empty or no longer answers.
+// configuration and Beam options until known, and its checkpoint
+// statistics. It looks the job up by name when id is empty or no longer
+// answers.
 func (w *Watcher) read(ctx context.Context, id string, configured bool) (r reading, err error) {
 	var tried []string
 	get := func(path string, v any) error {
@@ -85,6 +89,11 @@ func (w *Watcher) read(ctx context.Context, id string, configured bool) (r readi
 		default:
 			return r, err
 		}
+		finishes, err := finishesBundles(get, id)
+		if err != nil {
+			return r, err
+		}
+		r.finishesBundles = &finishes
 	}
 
 	var stats statistics
@@ -100,6 +109,24 @@ func (w *Watcher) read(ctx context.Context, id string, configured bool) (r readi
 		}
 	}
 	return r, nil
+}
+
+// finishesBundles reports whether the job's Beam pipeline options, which
+// Beam's Flink runner shows as the job's user configuration, set
+// finishBundleBeforeCheckpointing: every open bundle then finishes before
+// a checkpoint's snapshot. A JobManager that has no such answer (404)
+// says no.
+func finishesBundles(get func(string, any) error, id string) (bool, error) {
+	var cfg struct {
+		Execution struct {
+			User map[string]string `json:"user-config"`
+		} `json:"execution-config"`
+	}
+	err := get("/jobs/"+id+"/config", &cfg)
+	if isNotFound(err) {
+		return false, nil
+	}
+	return cfg.Execution.User["finishBundleBeforeCheckpointing"] == "true", err
 }
 
 // statistics is the part of GET /jobs/<id>/checkpoints the watcher reads.
@@ -165,13 +192,16 @@ func (w *Watcher) apply(r reading) (advanced bool) {
 			w.epoch++ // the first reading: its restore may postdate stamps made before it
 			restoresSeen.Add(1)
 		}
-		w.jobID, w.off, w.restored, w.covers = r.jobID, nil, r.restored, 0
+		w.jobID, w.off, w.restored, w.covers, w.finishesBundles = r.jobID, nil, r.restored, 0, false
 	case r.restored != w.restored:
 		w.epoch++
 		w.restored, w.covers = r.restored, 0
 		restoresSeen.Add(1)
 	}
 	w.configured = r.configured
+	if r.finishesBundles != nil {
+		w.finishesBundles = *r.finishesBundles
+	}
 	if r.off {
 		w.off = fmt.Errorf("%w: the Flink job %s (%s) does not checkpoint, as its JobManager answers, so no output of the read is ever durable and no message may be acked; run it with checkpointing on (the runner's --checkpointingInterval)", ErrCheckpointingOff, r.jobID, w.key.job)
 	}

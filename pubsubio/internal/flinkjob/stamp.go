@@ -1,7 +1,9 @@
 package flinkjob
 
-// Stamp marks the moment a bundle's successor began. Judge says whether a
-// completed checkpoint holds what that bundle emitted.
+// Stamp marks the moment a bundle began: the bundle's successor, or the
+// bundle itself when the job finishes bundles before checkpoints
+// (FinishesBundles). Judge says whether a completed checkpoint holds what
+// that bundle emitted.
 type Stamp struct {
 	mark  *mark
 	epoch int64 // the watcher's epoch when it was made

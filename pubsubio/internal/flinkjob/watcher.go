@@ -61,17 +61,19 @@ type Watcher struct {
 	tried       string    // what the latest failed poll asked
 	failed      int       // polls failed since the last success
 	lastWarned  time.Time // when the failures were last logged
-	// What the watcher knows of the job: its ID, whether it checkpoints,
-	// the restore its readings belong to, and how far its checkpoints
-	// cover. epoch counts the job changes and restores seen; marked says a
-	// stamp was made before the job was first found.
-	jobID      string
-	configured bool
-	off        error
-	restored   restore
-	covers     int64 // trigger time (JobManager ms) of the latest checkpoint that counts
-	epoch      int64
-	marked     bool
+	// What the watcher knows of the job: its ID, whether it checkpoints
+	// and finishes its bundles before, the restore its readings belong
+	// to, and how far its checkpoints cover. epoch counts the job changes
+	// and restores seen; marked says a stamp was made before the job was
+	// first found.
+	jobID           string
+	configured      bool
+	finishesBundles bool
+	off             error
+	restored        restore
+	covers          int64 // trigger time (JobManager ms) of the latest checkpoint that counts
+	epoch           int64
+	marked          bool
 }
 
 // restore is the restore a job reports last: the checkpoint ID and when.
@@ -139,6 +141,16 @@ func (w *Watcher) Subscribe(f func()) (cancel func()) {
 	}
 }
 
+// FinishesBundles reports whether the job, as its JobManager last
+// answered, finishes every open bundle before a checkpoint's snapshot
+// (Beam's finishBundleBeforeCheckpointing): a checkpoint triggered after
+// a bundle began then holds all that bundle emitted.
+func (w *Watcher) FinishesBundles() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.finishesBundles
+}
+
 // Err returns the error that stops acks for now: the job does not
 // checkpoint, or no poll succeeded for patience. It names what was tried.
 func (w *Watcher) Err(patience time.Duration) error {
@@ -197,6 +209,13 @@ func (w *Watcher) poll() {
 			log.Infof(ctx, "pubsubio.Read: Flink's REST API at %s answers again, after %d failed polls", w.key.rest, w.failed)
 		}
 		w.lastErr, w.lastSuccess, w.failed = nil, time.Now(), 0
+		if r.configured && r.finishesBundles != nil {
+			after := "the next bundle began (the job does not set finishBundleBeforeCheckpointing)"
+			if *r.finishesBundles {
+				after = "the bundle began (the job finishes bundles before checkpoints)"
+			}
+			log.Infof(ctx, "pubsubio.Read: the Flink job %s (%q) checkpoints; what a bundle emitted is acked once a checkpoint triggered after %s completes", r.jobID, w.key.job, after)
+		}
 		if w.apply(r) {
 			for _, f := range w.subscribers {
 				subs = append(subs, f)

@@ -1,7 +1,7 @@
 // Package flinkjobtest is a Flink JobManager's REST API as far as the
 // read's commit gate and its drain use it, for tests: jobs by name, a
-// job's details with the JobManager's clock, its checkpoint configuration
-// and statistics, its plan (a source feeding a stage of two subtasks) with
+// job's details with the JobManager's clock, its configuration, its
+// checkpoint configuration and statistics, its plan (a source feeding a stage of two subtasks) with
 // the stage's input watermarks, and stop-with-savepoint. Faults make it
 // answer a status instead.
 package flinkjobtest
@@ -42,6 +42,7 @@ type job struct {
 	restoredID      int64
 	restoredAt      int64 // ms
 	inputEnded      bool  // the stage's input watermark is at its end
+	finishesBundles bool  // its Beam options set finishBundleBeforeCheckpointing
 }
 
 // endOfTime is Flink's watermark at its end, Long.MAX_VALUE.
@@ -170,6 +171,12 @@ func (jm *JobManager) serve(w http.ResponseWriter, r *http.Request) {
 		answer("config", map[string]any{"mode": "exactly_once", "interval": j.interval})
 	case "checkpoints":
 		answer("checkpoints", j.statistics())
+	case "config":
+		user := map[string]string{"checkpointingInterval": fmt.Sprint(j.interval)}
+		if j.finishesBundles {
+			user["finishBundleBeforeCheckpointing"] = "true"
+		}
+		answer("jobconfig", map[string]any{"jid": j.id, "name": j.name, "execution-config": map[string]any{"job-parallelism": 2, "user-config": user}})
 	default:
 		notFound("Not found: /" + path)
 	}
@@ -229,6 +236,14 @@ func (jm *JobManager) SetJob(name, id, state string, interval int64) {
 	if interval != 0 {
 		j.interval = interval
 	}
+}
+
+// FinishBundles makes the job named name one whose Beam options set
+// finishBundleBeforeCheckpointing, as its configuration shows them.
+func (jm *JobManager) FinishBundles(name string) {
+	jm.mu.Lock()
+	defer jm.mu.Unlock()
+	jm.job(name).finishesBundles = true
 }
 
 // NoCheckpoints makes the job named name one without a checkpoint
@@ -347,9 +362,9 @@ func (jm *JobManager) injectFault(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// Served is how many requests of a kind ("overview", "job", "config",
-// "checkpoints", "plan", "watermarks", "stop", "savepoint") the JobManager
-// answered successfully.
+// Served is how many requests of a kind ("overview", "job", "config" (of
+// checkpoints), "jobconfig", "checkpoints", "plan", "watermarks", "stop",
+// "savepoint") the JobManager answered successfully.
 func (jm *JobManager) Served(kind string) int {
 	jm.mu.Lock()
 	defer jm.mu.Unlock()
