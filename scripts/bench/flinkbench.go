@@ -27,6 +27,7 @@ var (
 	flinkBuffer       = flag.Int("flink_buffer_max_messages", 0, "BufferMaxMessages of the read on Flink (0: the default)")
 	flinkBufferBytes  = flag.Int64("flink_buffer_max_bytes", 0, "BufferMaxBytes of the read on Flink (0: the default)")
 	flinkWrites       = flag.Int("flink_write_messages", 100000, "messages of 1 KiB per write run of the flink case, to one topic")
+	flinkWebRefresh   = flag.Duration("flink_web_refresh", 0, "web.refresh-interval of every Flink of the flink case: how stale the checkpoint statistics the read polls may be (0: Flink's default, 3 s)")
 	flinkSession      = flag.Bool("flink_session", true, "also run the flink case on a session cluster of two TaskManagers with PROCESS workers, checkpoints at the first of --flink_intervals")
 )
 
@@ -252,7 +253,11 @@ func (k flinkCluster) String() string {
 
 // launch starts k at parallelism par in dir.
 func (k flinkCluster) launch(ctx context.Context, dir string, par int) (*flink.Flink, error) {
-	return flink.Launch(ctx, dir, flink.Options{CheckpointInterval: k.interval, Parallelism: par, Session: k.session, SpreadTasks: k.session})
+	o := flink.Options{CheckpointInterval: k.interval, Parallelism: par, Session: k.session, SpreadTasks: k.session}
+	if *flinkWebRefresh > 0 {
+		o.Conf = map[string]string{"web.refresh-interval": fmt.Sprint((*flinkWebRefresh).Milliseconds())}
+	}
+	return flink.Launch(ctx, dir, o)
 }
 
 // flinkWrites writes --flink_write_messages to one topic with the sink on
