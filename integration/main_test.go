@@ -39,6 +39,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	beam.Init()
+	reapDisconnectedJobs()
 	code := emulator.Run(m)
 	if err := crash.RemoveBuilds(); err != nil {
 		fmt.Fprintf(os.Stderr, "integration: removing the test binaries: %v\n", err)

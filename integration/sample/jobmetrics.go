@@ -44,6 +44,23 @@ func ConnectJobs() (*Jobs, error) {
 // Close closes the connection to the job server.
 func (j *Jobs) Close() error { return j.conn.Close() }
 
+// Cancel cancels the running job jobID if it is named name, and reports
+// whether it did: job IDs repeat across the job servers of a process and
+// its children, so the name tells the job.
+func (j *Jobs) Cancel(ctx context.Context, jobID, name string) (bool, error) {
+	res, err := j.client.GetJobs(ctx, &jobpb.GetJobsRequest{})
+	if err != nil {
+		return false, fmt.Errorf("sample: listing jobs: %w", err)
+	}
+	for _, info := range res.GetJobInfo() {
+		if info.GetJobId() == jobID && info.GetJobName() == name && info.GetState() == jobpb.JobState_RUNNING {
+			_, err := j.client.Cancel(ctx, &jobpb.CancelJobRequest{JobId: jobID})
+			return err == nil, err
+		}
+	}
+	return false, nil
+}
+
 // Running returns the IDs of the running jobs whose pipeline mentions
 // marker, sorted: the ID of a topic or subscription of the job's own tells
 // it from the jobs other tests run on the same job server meanwhile.
