@@ -293,11 +293,14 @@ func ourGoroutines() string {
 	return b.String()
 }
 
-// busyTransport reports whether g is a gRPC transport goroutine that waits
-// for anything but the next frame from its socket: a writer waiting for
-// flow-control quota or a reader throttled by its own unsent responses.
+// busyTransport reports whether g is a gRPC transport goroutine worth
+// seeing in a hang: a writer waiting for flow-control quota or not idle, a
+// reader throttled by its own unsent responses, or a server's reader (in
+// CI run 20 a hung state request sat unread in the receive queue of
+// Prism's end of its connection).
 func busyTransport(g string) bool {
 	return strings.Contains(g, "(*writeQuota).get") || strings.Contains(g, "(*controlBuffer).throttle") ||
+		strings.Contains(g, "(*http2Server).HandleStreams") ||
 		(strings.Contains(g, "(*loopyWriter).run") && !strings.Contains(g, "(*controlBuffer).get"))
 }
 
