@@ -24,8 +24,19 @@ const (
 	docMaxAttributeValue = 1024
 	docMaxOrderingKey    = 1024
 	docMaxPublishRequest = 10_000_000 // bytes of one PublishRequest, topic included
+	// Keys must not begin with "goog" in any case ("must not begin with
+	// 'goog' (case-insensitive)", Pub/Sub's own error text), but for the
+	// W3C trace context keys the client libraries publish.
 	docReservedKeyPrefix = "goog"
 )
+
+// docTraceContextKeys are the reserved keys Pub/Sub takes from publishers.
+var docTraceContextKeys = map[string]bool{"googclient_traceparent": true, "googclient_tracestate": true}
+
+// reservedKey reports whether Pub/Sub refuses k as an attribute key.
+func reservedKey(k string) bool {
+	return strings.HasPrefix(strings.ToLower(k), docReservedKeyPrefix) && !docTraceContextKeys[k]
+}
 
 // How FuzzCheckLimits reaches the request limit: a dataLen with the flag bit
 // set grows the payload to within boundaryWindow bytes either side of it.
@@ -48,7 +59,7 @@ func brokenLimits(topic model.Topic, m model.Message) []string {
 		broken = append(broken, "attribute count")
 	}
 	for k, v := range m.Attributes {
-		if len(k) > docMaxAttributeKey || len(v) > docMaxAttributeValue || strings.HasPrefix(k, docReservedKeyPrefix) {
+		if len(k) > docMaxAttributeKey || len(v) > docMaxAttributeValue || reservedKey(k) {
 			broken = append(broken, "attribute "+strconv.Quote(k))
 		}
 	}
@@ -80,6 +91,7 @@ func FuzzCheckLimits(f *testing.F) {
 	f.Add([]byte{}, "", "", "", "", "", uint8(0), uint16(0))
 	f.Add([]byte{}, "k", "v", "", "", "", uint8(0), uint16(0))
 	f.Add([]byte("x"), "googclient_x", "1", "", "", "", uint8(0), uint16(0))
+	f.Add([]byte("x"), "googclient_traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "GOOGx", "1", "", uint8(0), uint16(0))
 	f.Add([]byte("x"), "\xff", "1", "k", "\xff", "\xff", uint8(0), uint16(0))
 	f.Add([]byte("x"), strings.Repeat("k", 256), strings.Repeat("v", 1024), strings.Repeat("K", 257), strings.Repeat("V", 1025), strings.Repeat("o", 1024), uint8(0), uint16(0))
 	f.Add([]byte("x"), "k", "v", "", "", strings.Repeat("o", 1025), uint8(98), uint16(0))
