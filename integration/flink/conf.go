@@ -80,7 +80,17 @@ type Options struct {
 	// StartTimeout bounds the start of every process (default 3 minutes,
 	// for a loaded 2-core machine; a job server is ready in about 12 s).
 	StartTimeout time.Duration
+	// JVMFlags are more flags for every JVM of this Flink. If nil, Start
+	// uses TestJVMFlags and Launch adds none, so that flinkup and the
+	// benchmarks run at full speed.
+	JVMFlags []string
 }
+
+// TestJVMFlags trade a JVM's peak speed for less CPU: only the client
+// compiler, and the serial collector. The suite runs a dozen JVMs at once
+// on 2 cores, where the optimizing compiler's and the parallel
+// collector's threads compete with the tests themselves.
+var TestJVMFlags = []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"}
 
 func (o Options) withDefaults() Options {
 	if o.TaskManagers <= 0 {

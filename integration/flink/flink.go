@@ -129,6 +129,9 @@ func Start(t testing.TB, opts Options) *Flink {
 		t.Skip("skipping under -short: the test starts Flink")
 	}
 	opts = opts.withDefaults()
+	if opts.JVMFlags == nil {
+		opts.JVMFlags = TestJVMFlags
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout+time.Duration(opts.TaskManagers+2)*opts.StartTimeout)
 	defer cancel()
 	f, err := Launch(ctx, t.TempDir(), opts)
@@ -299,6 +302,7 @@ func (f *Flink) logPath(name string) string { return filepath.Join(f.Dir, "logs"
 func (f *Flink) startJava(name, main string, cluster bool, extra []string, args ...string) (*process, error) {
 	argv := append([]string{}, javaFlags(cluster)...)
 	argv = append(argv, extra...)
+	argv = append(argv, f.opts.JVMFlags...)
 	argv = append(argv, "-Djava.io.tmpdir="+filepath.Join(f.Dir, "tmp"), logDateTimeFlags, logDateFormat, logWorkerProcesses, "-cp", f.cp, main)
 	argv = append(argv, args...)
 	env := append(os.Environ(), "FLINK_CONF_DIR="+f.ConfDir)
