@@ -12,7 +12,7 @@ import (
 
 	"github.com/pubsubio/beam-pubsubio/integration/crash"
 	"github.com/pubsubio/beam-pubsubio/integration/emulator"
-	"github.com/pubsubio/beam-pubsubio/integration/flink"
+	"github.com/pubsubio/beam-pubsubio/integration/proc"
 )
 
 // A worker started the way Dataflow starts one: Prism runs as a standalone
@@ -57,7 +57,7 @@ func (s *prismServer) processArgs(t *testing.T, boot, worker string) []string {
 	t.Helper()
 	since := time.Now()
 	t.Cleanup(func() {
-		n, err := flink.RemoveBootCopies(worker, since)
+		n, err := proc.RemoveBootCopies(worker, since)
 		if err != nil {
 			t.Error(err)
 		}

@@ -10,22 +10,23 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pubsubio/beam-pubsubio/integration/proc"
 )
 
 // Process is one run of a binary as a child process that a test can
 // SIGKILL, its output captured so a failure can show it.
 type Process struct {
+	*proc.Child
 	name   string
 	group  bool // the process leads a process group that Kill ends whole
-	cmd    *exec.Cmd
 	outBuf *outputBuffer
 	errBuf *outputBuffer
-	exited chan struct{}
-	err    error // set before exited is closed
 }
 
 // Start starts bin with args; name labels the process in messages. The
-// process is SIGKILLed, if still running, when the test ends.
+// process is SIGKILLed, if still running, when the test ends, and on
+// Linux by the kernel if the test binary dies first (package proc).
 func Start(t testing.TB, bin, name string, args ...string) *Process {
 	t.Helper()
 	return start(t, bin, name, false, args...)
@@ -43,20 +44,16 @@ func StartGroup(t testing.TB, bin, name string, args ...string) *Process {
 
 func start(t testing.TB, bin, name string, group bool, args ...string) *Process {
 	t.Helper()
-	p := &Process{name: name, group: group, outBuf: newOutputBuffer(), errBuf: newOutputBuffer(), exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: group}
+	p := &Process{name: name, group: group, outBuf: newOutputBuffer(), errBuf: newOutputBuffer()}
+	cmd := exec.Command(bin, args...)
 	if group {
-		p.cmd.Dir = t.TempDir()
+		cmd.Dir = t.TempDir()
 	}
-	p.cmd.Stdout, p.cmd.Stderr = p.outBuf, p.errBuf
-	if err := p.cmd.Start(); err != nil {
+	cmd.Stdout, cmd.Stderr = p.outBuf, p.errBuf
+	var err error
+	if p.Child, err = proc.StartCmd(cmd, group); err != nil {
 		t.Fatalf("starting %s (%s): %v", name, bin, err)
 	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.exited)
-	}()
 	t.Cleanup(func() {
 		if p.Kill() {
 			t.Logf("%s: still running at the end of the test; SIGKILLed", name)
@@ -71,13 +68,13 @@ func start(t testing.TB, bin, name string, group bool, args ...string) *Process 
 func (p *Process) Kill() bool {
 	if p.group {
 		// The group's other members may outlive its leader.
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL)
 	}
 	if !p.Running() {
 		return false
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.exited
+	_ = p.Cmd.Process.Signal(syscall.SIGKILL)
+	<-p.Exited()
 	return true
 }
 
@@ -85,13 +82,13 @@ func (p *Process) Kill() bool {
 // it and returns an error carrying the tail of its output.
 func (p *Process) Wait(timeout time.Duration) error {
 	select {
-	case <-p.exited:
+	case <-p.Exited():
 	case <-time.After(timeout):
 		p.Kill()
 		return fmt.Errorf("%s did not finish within %v; killed it. stderr tail:\n%s", p.name, timeout, Tail(p.Stderr(), 4000))
 	}
-	if p.err != nil {
-		return fmt.Errorf("%s: %v; stderr tail:\n%s", p.name, p.err, Tail(p.Stderr(), 4000))
+	if err := p.Err(); err != nil {
+		return fmt.Errorf("%s: %v; stderr tail:\n%s", p.name, err, Tail(p.Stderr(), 4000))
 	}
 	return nil
 }
@@ -108,11 +105,11 @@ func (p *Process) AwaitStderrLine(s string, timeout time.Duration) error {
 		}
 		select {
 		case <-changed:
-		case <-p.exited:
+		case <-p.Exited():
 			if strings.Contains(p.Stderr(), s) {
 				return nil
 			}
-			return fmt.Errorf("%s exited (%v) before printing %q; stderr tail:\n%s", p.name, p.err, s, Tail(p.Stderr(), 4000))
+			return fmt.Errorf("%s exited (%v) before printing %q; stderr tail:\n%s", p.name, p.Err(), s, Tail(p.Stderr(), 4000))
 		case <-deadline.C:
 			return fmt.Errorf("%s did not print %q within %v; stderr tail:\n%s", p.name, s, timeout, Tail(p.Stderr(), 4000))
 		}
@@ -124,28 +121,6 @@ func (p *Process) Stdout() string { return p.outBuf.String() }
 
 // Stderr returns what the process wrote on stderr so far.
 func (p *Process) Stderr() string { return p.errBuf.String() }
-
-// Exited is closed once the process has exited and been reaped.
-func (p *Process) Exited() <-chan struct{} { return p.exited }
-
-// Err is how the process exited (nil for status 0); it is meaningful only
-// once Exited is closed.
-func (p *Process) Err() error {
-	if p.Running() {
-		return nil
-	}
-	return p.err
-}
-
-// Running reports whether the process has not exited yet.
-func (p *Process) Running() bool {
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
-	}
-}
 
 // outputBuffer is an io.Writer a child process writes into while the test
 // reads it, with a channel closed on every write.

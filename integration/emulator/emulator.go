@@ -51,7 +51,6 @@ const (
 	startTimeout    = 90 * time.Second // whole acquisition, including a container pull
 	readyTimeout    = 60 * time.Second // a started process to answer ListTopics
 	externalTimeout = 15 * time.Second // an already-running emulator to answer
-	stopTimeout     = 15 * time.Second // the killed process to be reaped
 	adminTimeout    = 30 * time.Second // one admin RPC (create/delete topic...)
 )
 
@@ -92,7 +91,7 @@ func (e *Emulator) PID() int {
 	if e.proc == nil {
 		return 0
 	}
-	return e.proc.pid
+	return e.proc.PID
 }
 
 // Output returns the emulator's captured stdout/stderr (the tail, at most
@@ -105,7 +104,7 @@ func (e *Emulator) Output() string {
 	if p == nil {
 		return ""
 	}
-	return p.output(64 << 10)
+	return p.Output(64 << 10)
 }
 
 // Stop releases the emulator: a child process is killed by its process

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+
+	"github.com/pubsubio/beam-pubsubio/integration/proc"
 )
 
 func startOwn(t *testing.T) *Emulator {
@@ -115,7 +117,7 @@ func TestExternalEndpoint(t *testing.T) {
 }
 
 // TestPortTakenFailsFast: a failed bind leaves the JVM running, so start-up
-// must notice it in the output, kill the process and say errPortTaken (which
+// must notice it in the output, kill the process and say proc.ErrPortTaken (which
 // Start retries on another port) instead of waiting out the ready timeout.
 func TestPortTakenFailsFast(t *testing.T) {
 	bin, err := findBinary()
@@ -135,8 +137,8 @@ func TestPortTakenFailsFast(t *testing.T) {
 		p.stop()
 		t.Fatalf("startProcess on a taken port %s succeeded", l.Addr())
 	}
-	if !errors.Is(err, errPortTaken) {
-		t.Fatalf("startProcess on taken port: %v, want errPortTaken", err)
+	if !errors.Is(err, proc.ErrPortTaken) {
+		t.Fatalf("startProcess on taken port: %v, want proc.ErrPortTaken", err)
 	}
 	t.Logf("failed after %v with: %.200s", time.Since(start).Round(time.Millisecond), err)
 }

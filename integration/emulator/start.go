@@ -6,14 +6,10 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
 
 	"github.com/pubsubio/beam-pubsubio/integration/localport"
+	"github.com/pubsubio/beam-pubsubio/integration/proc"
 )
-
-// errPortTaken marks a start that failed because another process grabbed the
-// chosen port between our probe and the emulator's bind; Start retries.
-var errPortTaken = errors.New("port already in use")
 
 // Start launches a new emulator process from the gcloud emulator binary on a
 // free loopback port that Restart can bind again (localport.Reserve), and
@@ -41,13 +37,9 @@ func Start(ctx context.Context) (*Emulator, error) {
 			return &Emulator{Endpoint: endpoint, Project: Project, Kind: KindProcess, proc: p, bin: bin}, nil
 		}
 		lastErr = err
-		if !errors.Is(err, errPortTaken) {
+		if !errors.Is(err, proc.ErrPortTaken) { // another process took the port: try another
 			break
 		}
 	}
 	return nil, fmt.Errorf("emulator: start %s: %w", bin, lastErr)
-}
-
-func portTaken(output string) bool {
-	return strings.Contains(output, "Address already in use") || strings.Contains(output, "BindException")
 }

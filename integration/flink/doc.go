@@ -25,7 +25,8 @@
 // needs on Java 17) runs on free loopback ports, in its own process group,
 // its output in a log file under the test's temporary directory, and is
 // stopped by SIGKILL to that group: job server, TaskManagers, JobManager.
-// On Linux the kernel also kills it if the test binary dies first.
+// On Linux the kernel also kills it if the test binary dies first
+// (package proc).
 //
 // Beam Go cannot set Beam Java's Flink pipeline options
 // (checkpointingInterval, savepointPath, finishBundleBeforeCheckpointing...):

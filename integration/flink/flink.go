@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/pubsubio/beam-pubsubio/integration/localport"
+	"github.com/pubsubio/beam-pubsubio/integration/proc"
 )
 
 // The Java entry points, all on the one classpath.
@@ -108,16 +109,12 @@ type Flink struct {
 	mu           sync.Mutex
 	stopped      bool
 	proxy        *OptionsProxy
-	jobServer    *process
-	jobManager   *process
-	taskManagers []*process
+	jobServer    *proc.Process
+	jobManager   *proc.Process
+	taskManagers []*proc.Process
 	started      time.Time
 	workers      []string // the worker binaries of PROCESS jobs (ProcessRunnerArgs)
 }
-
-// errPortTaken marks a start that lost a port to another process between
-// the probe and the bind; Launch retries with new ports.
-var errPortTaken = errors.New("port already in use")
 
 // Start starts a Flink for the test in a temporary directory and stops it
 // when the test ends. It skips the test when this machine lacks Java or
@@ -193,7 +190,7 @@ func Launch(ctx context.Context, dir string, opts Options) (*Flink, error) {
 			return f, nil
 		}
 		lastErr = err
-		if !errors.Is(err, errPortTaken) {
+		if !errors.Is(err, proc.ErrPortTaken) {
 			break
 		}
 	}
@@ -299,14 +296,18 @@ func (f *Flink) Options() Options { return f.opts }
 
 func (f *Flink) logPath(name string) string { return filepath.Join(f.Dir, "logs", name+".log") }
 
-func (f *Flink) startJava(name, main string, cluster bool, extra []string, args ...string) (*process, error) {
+func (f *Flink) startJava(name, main string, cluster bool, extra []string, args ...string) (*proc.Process, error) {
 	argv := append([]string{}, javaFlags(cluster)...)
 	argv = append(argv, extra...)
 	argv = append(argv, f.opts.JVMFlags...)
 	argv = append(argv, "-Djava.io.tmpdir="+filepath.Join(f.Dir, "tmp"), logDateTimeFlags, logDateFormat, logWorkerProcesses, "-cp", f.cp, main)
 	argv = append(argv, args...)
 	env := append(os.Environ(), "FLINK_CONF_DIR="+f.ConfDir)
-	return startProcess(name, f.java, argv, f.Dir, f.logPath(name), env)
+	p, err := proc.Start(name, f.java, argv, f.Dir, f.logPath(name), env)
+	if errors.Is(err, proc.ErrNoUnix) {
+		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return p, err
 }
 
 // StartJobServer starts the job server (again, on the same ports, after
@@ -315,8 +316,8 @@ func (f *Flink) startJava(name, main string, cluster bool, extra []string, args 
 func (f *Flink) StartJobServer(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.jobServer != nil && f.jobServer.running() {
-		return fmt.Errorf("flink: the job server (pid %d) is running", f.jobServer.pid)
+	if f.jobServer != nil && f.jobServer.Running() {
+		return fmt.Errorf("flink: the job server (pid %d) is running", f.jobServer.PID)
 	}
 	master := "[local]"
 	heap := jobServerHeap
@@ -341,12 +342,12 @@ func (f *Flink) StartJobServer(ctx context.Context) error {
 	}
 	f.jobServer = p
 	if err := waitJobService(ctx, f.JobServerEndpoint, p); err != nil {
-		out := p.output(8 << 10)
-		err = errors.Join(err, p.kill())
-		if portTaken(out) {
-			err = fmt.Errorf("%w: %w", errPortTaken, err)
+		out := p.Output(8 << 10)
+		err = errors.Join(err, p.Kill())
+		if proc.PortTaken(out) {
+			err = fmt.Errorf("%w: %w", proc.ErrPortTaken, err)
 		}
-		return fmt.Errorf("flink: job server (pid %d): %w\n--- job server log tail ---\n%s--- end ---", p.pid, err, out)
+		return fmt.Errorf("flink: job server (pid %d): %w\n--- job server log tail ---\n%s--- end ---", p.PID, err, out)
 	}
 	f.Timings.JobServer = time.Since(start)
 	return nil
@@ -361,7 +362,7 @@ func (f *Flink) KillJobServer() error {
 	if f.jobServer == nil {
 		return nil
 	}
-	return f.jobServer.kill()
+	return f.jobServer.Kill()
 }
 
 // SetRestore makes jobs start from path (a chk-N or savepoint directory;
@@ -387,16 +388,16 @@ func (f *Flink) ProcessGroups() []int {
 	defer f.mu.Unlock()
 	var groups []int
 	for _, p := range f.processes() {
-		groups = append(groups, p.pid)
+		groups = append(groups, p.PID)
 	}
 	return groups
 }
 
 // processes are the JVMs started, in the order Stop kills them: the job
 // server, the TaskManagers, the JobManager. Call it with f.mu held.
-func (f *Flink) processes() []*process {
-	var procs []*process
-	for _, p := range append(append([]*process{f.jobServer}, f.taskManagers...), f.jobManager) {
+func (f *Flink) processes() []*proc.Process {
+	var procs []*proc.Process
+	for _, p := range append(append([]*proc.Process{f.jobServer}, f.taskManagers...), f.jobManager) {
 		if p != nil {
 			procs = append(procs, p)
 		}
@@ -442,8 +443,8 @@ func (f *Flink) StartTaskManager(i int) error {
 	for len(f.taskManagers) <= i {
 		f.taskManagers = append(f.taskManagers, nil)
 	}
-	if tm := f.taskManagers[i]; tm != nil && tm.running() {
-		return fmt.Errorf("flink: TaskManager %d (pid %d) is running", i, tm.pid)
+	if tm := f.taskManagers[i]; tm != nil && tm.Running() {
+		return fmt.Errorf("flink: TaskManager %d (pid %d) is running", i, tm.PID)
 	}
 	name := "taskmanager-" + strconv.Itoa(i)
 	tm, err := f.startJava(name, taskManagerMain, true, taskManagerJVM,
@@ -462,7 +463,7 @@ func (f *Flink) KillTaskManager(i int) error {
 	if i < 0 || i >= len(f.taskManagers) || f.taskManagers[i] == nil {
 		return fmt.Errorf("flink: no TaskManager %d", i)
 	}
-	return f.taskManagers[i].kill()
+	return f.taskManagers[i].Kill()
 }
 
 // AwaitTaskManagers waits until the session cluster's JobManager counts n
@@ -477,13 +478,13 @@ func (f *Flink) awaitTaskManagers(ctx context.Context, n int) error {
 		f.mu.Lock()
 		jm := f.jobManager
 		f.mu.Unlock()
-		if jm == nil || !jm.running() {
+		if jm == nil || !jm.Running() {
 			out := ""
 			if jm != nil {
-				out = jm.output(8 << 10)
+				out = jm.Output(8 << 10)
 			}
-			if portTaken(out) {
-				return fmt.Errorf("%w: the JobManager exited", errPortTaken)
+			if proc.PortTaken(out) {
+				return fmt.Errorf("%w: the JobManager exited", proc.ErrPortTaken)
 			}
 			return fmt.Errorf("flink: the JobManager is not running\n--- jobmanager log tail ---\n%s--- end ---", out)
 		}
@@ -501,7 +502,7 @@ func (f *Flink) awaitTaskManagers(ctx context.Context, n int) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("flink: %d TaskManagers not registered at %s in time (last: %s)\n--- jobmanager log tail ---\n%s--- end ---\n%s",
-				n, f.REST.Addr, last, jm.output(6<<10), f.taskManagerTails(3<<10))
+				n, f.REST.Addr, last, jm.Output(6<<10), f.taskManagerTails(3<<10))
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
@@ -513,7 +514,7 @@ func (f *Flink) taskManagerTails(max int) string {
 	var b strings.Builder
 	for i, tm := range f.taskManagers {
 		if tm != nil {
-			fmt.Fprintf(&b, "--- taskmanager-%d log tail ---\n%s--- end ---\n", i, tm.output(max))
+			fmt.Fprintf(&b, "--- taskmanager-%d log tail ---\n%s--- end ---\n", i, tm.Output(max))
 		}
 	}
 	return b.String()
@@ -521,7 +522,7 @@ func (f *Flink) taskManagerTails(max int) string {
 
 // Log returns the tail (at most max bytes) of a process's log: "jobserver",
 // "jobmanager" or "taskmanager-N".
-func (f *Flink) Log(name string, max int) string { return readTail(f.logPath(name), 0, max) }
+func (f *Flink) Log(name string, max int) string { return proc.ReadTail(f.logPath(name), 0, max) }
 
 // LogPath returns the path of a process's log (see Log).
 func (f *Flink) LogPath(name string) string { return f.logPath(name) }
@@ -540,12 +541,12 @@ func (f *Flink) Stop() error {
 	}
 	var errs []error
 	for _, p := range f.processes() {
-		if err := p.kill(); err != nil {
+		if err := p.Kill(); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	for _, w := range f.workers {
-		_, err := RemoveBootCopies(w, f.started)
+		_, err := proc.RemoveBootCopies(w, f.started)
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -553,7 +554,7 @@ func (f *Flink) Stop() error {
 
 // waitJobService polls the job service's GetJobs until it answers, ctx
 // ends, or the process exits or cannot bind.
-func waitJobService(ctx context.Context, endpoint string, p *process) error {
+func waitJobService(ctx context.Context, endpoint string, p *proc.Process) error {
 	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
@@ -568,20 +569,16 @@ func waitJobService(ctx context.Context, endpoint string, p *process) error {
 		if err == nil {
 			return nil
 		}
-		if portTaken(p.output(64 << 10)) {
-			return fmt.Errorf("%w (GetJobs: %v)", errPortTaken, err)
+		if proc.PortTaken(p.Output(64 << 10)) {
+			return fmt.Errorf("%w (GetJobs: %v)", proc.ErrPortTaken, err)
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("job service at %s not ready after %v (%d GetJobs attempts), last error: %w",
 				endpoint, time.Since(start).Round(time.Millisecond), attempt, err)
-		case <-p.exited:
-			return fmt.Errorf("exited (%v) before its job service at %s answered", p.waitErr, endpoint)
+		case <-p.Exited():
+			return fmt.Errorf("exited (%v) before its job service at %s answered", p.Err(), endpoint)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-func portTaken(log string) bool {
-	return strings.Contains(log, "Address already in use") || strings.Contains(log, "BindException")
 }

@@ -1,9 +1,10 @@
 //go:build unix && !linux
 
-package flink
+package proc
 
 import "syscall"
 
 // setPdeathsig is Linux-only; elsewhere a test binary that dies abruptly
-// can leave JVMs running (kill them by the process group ids in the logs).
+// can leave its children running (kill them by the process group IDs in
+// the logs).
 func setPdeathsig(*syscall.SysProcAttr) {}
