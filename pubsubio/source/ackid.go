@@ -28,6 +28,27 @@ func ackIDOf(m *pubsub.Message) ackID {
 // take id: whether it is Pub/Sub's.
 func (id ackID) remote() bool { return !strings.HasPrefix(string(id), standInPrefix) }
 
+// ackIDStrings returns ids as restrictions carry them; nil if empty.
+func ackIDStrings(ids []ackID) []string {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = string(id)
+	}
+	return out
+}
+
+// ackIDsFrom returns the ack IDs a restriction carries.
+func ackIDsFrom(ids []string) []ackID {
+	out := make([]ackID, len(ids))
+	for i, id := range ids {
+		out[i] = ackID(id)
+	}
+	return out
+}
+
 // remoteAckIDs returns the ids the RPCs can take, as strings.
 func remoteAckIDs(ids []ackID) []string {
 	out := make([]string, 0, len(ids))

@@ -12,7 +12,7 @@ import (
 
 // beginBundle takes back what an earlier attempt of this bundle emitted (a
 // retry), acks what the bundles before rest emitted as far as the runner
-// has made it durable (gate.go), makes sure the subscriber runs, and
+// has made it durable (internal/commit), makes sure the subscriber runs, and
 // returns up to limit buffered deliveries for the bundle to emit. For a
 // final restriction it only takes back and acks.
 func (r *splitReader) beginBundle(ctx context.Context, rest Restriction, limit int) ([]*delivery, error) {
@@ -23,8 +23,8 @@ func (r *splitReader) beginBundle(ctx context.Context, rest Restriction, limit i
 	// output the runner discarded: this bundle is a retry, which emits it
 	// again (requeue.go). Taken back before anything is acked.
 	r.ledger.requeueFrom(rest.Seq, nil, r.cfg.Ordering == OrderingPerKey)
-	c, err := r.gate.begin(rest)
-	remote := r.carryOut(c, r.gate.acks())
+	c, err := r.gate.Begin(rest.Seq, emittedBefore(rest))
+	remote := r.carryOut(c, r.gateAcks)
 	r.mu.Unlock()
 	// Emitted by another process: only the RPC can ack them, and it is a
 	// network call, made without the lock.

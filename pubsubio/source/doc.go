@@ -33,8 +33,11 @@
 //     full, withholding it without its payload until a bundle makes room
 //     for it (withheld.go). It counts redeliveries and the delivery
 //     attempts Pub/Sub reports (attempts.go).
-//   - Each bundle (bundle.go, readfn.go) acks what the committed bundle
-//     before it emitted, takes what is buffered, emits it at its event time
+//   - Each bundle (bundle.go, readfn.go) acks what the bundles before it
+//     emitted as far as the runner has made their output durable, by its
+//     runner's signal (internal/commit: the split's next bundle on Prism
+//     and Dataflow, a completed checkpoint on Flink; gate.go carries out
+//     its answers), takes what is buffered, emits it at its event time
 //     (or as a dead letter, under DecodePolicy), and checkpoints with the
 //     ack IDs it emitted (restriction.go); it moves the watermark
 //     (watermark.go), which holds while the split's stream fails
@@ -43,13 +46,13 @@
 //   - The ledger (acklifecycle.go) holds every delivery from its arrival
 //     until it is acked (through the held message, with the Acknowledge RPC
 //     when the residual resumed in another process (ackid.go), or by a
-//     finalization callback where the SDK delivers them, finalization.go)
-//     or given back: the message a failed bundle failed on with the RPC
-//     (the rest is requeued for the retry, requeue.go), when the
-//     subscriber stops, when the split is released for LeaseIdle (not
-//     while its bundle runs) or because its worker stopped during a bundle
-//     (readfn.go), or when it was held for MaxExtension
-//     (holds.go). The watermark waits for what was given back until it is
+//     finalization callback where the SDK delivers them, finalization.go
+//     and internal/commit) or given back: the message a failed bundle
+//     failed on with the RPC (the rest is requeued for the retry,
+//     requeue.go), when the subscriber stops, when the split is released
+//     for LeaseIdle (not while its bundle runs) or because its worker
+//     stopped during a bundle (readfn.go), or when it was held for
+//     MaxExtension (holds.go). The watermark waits for what was given back until it is
 //     seen again (givenback.go). On a subscription with exactly-once
 //     delivery, Pub/Sub answers each ack, and the bundle that sent it
 //     counts the answer (exactlyonce.go).
@@ -62,7 +65,7 @@
 //     watermark while an old message waits (backlogwatermark.go).
 //   - A split of a bounded read ends after its last acks; once all have,
 //     the read's output is complete (readdone.go), and a read acking at
-//     Flink checkpoints (gate_flink.go) ends its job with a drain
+//     Flink checkpoints (internal/commit) ends its job with a drain
 //     (flinkdrain.go).
 //   - acklatency.go measures emission to ack; metrics.go reports to Beam.
 package source

@@ -38,7 +38,7 @@ type drainFlinkJobFn struct {
 // would hold back. It ends with the job, or past Patience without an
 // answer from the REST API.
 func (fn *drainFlinkJobFn) ProcessElement(ctx context.Context, _ int64) {
-	job := flinkJobName(fn.Flink.Job)
+	job := flinkjob.NameOf(fn.Flink.Job)
 	done := flinkjob.DrainOnce(fn.Flink.REST, job, drainPollInterval, fn.Flink.Patience)
 	if done == nil {
 		return

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/flinkjob"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/flinkjob/flinkjobtest"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
@@ -165,7 +166,7 @@ func TestFlinkGateFinalizationAcksOnlyWhatTheGateCleared(t *testing.T) {
 	fn := &finalizingReadFn{readFn: readFn{ReadID: "finalizing-gate", SplitCount: 1, Cfg: cfg}}
 	fn.Setup()
 	defer fn.Teardown()
-	bf := &fakeFinalizer{}
+	bf := &finalizer{}
 	split := Split{Index: 0, Subscription: subs[0]}
 	rest := Restriction{}
 	var emitted []string
@@ -190,6 +191,24 @@ func TestFlinkGateFinalizationAcksOnlyWhatTheGateCleared(t *testing.T) {
 	if n := fn.rs.stats.get(messagesAcked); n != 0 {
 		t.Errorf("finalization acked %d messages that no checkpoint covers", n)
 	}
+}
+
+// finalizer is the BundleFinalization of a harness that delivers
+// callbacks: finalize runs what the bundle registered.
+type finalizer struct{ callbacks []func() error }
+
+func (f *finalizer) RegisterCallback(_ time.Duration, cb func() error) {
+	f.callbacks = append(f.callbacks, cb)
+}
+
+func (f *finalizer) finalize(t *testing.T) {
+	t.Helper()
+	for _, cb := range f.callbacks {
+		if err := cb(); err != nil {
+			t.Errorf("callback failed: %v", err)
+		}
+	}
+	f.callbacks = nil
 }
 
 // A JobManager whose REST API answers 503 for a while (leader election, a
@@ -256,8 +275,11 @@ func TestFlinkGateCheckpointingOffFailsTheRead(t *testing.T) {
 	jm.NoCheckpoints("nocheckpoints-root-1202-1a2b")
 	h := flinkReader(t, jm, "nocheckpoints-root-1202-1a2b", 0)
 	h.poll()
+	// The gate's watcher: one per JobManager and job in a process.
+	watcher := flinkjob.Watch(jm.Addr(), "nocheckpoints", flinkjob.Options{})
+	defer watcher.Release()
 	awaitCondition(t, "the watcher hears the job does not checkpoint", func() bool {
-		return h.r.gate.(*flinkGate).watcher.Err(time.Hour) != nil
+		return watcher.Err(time.Hour) != nil
 	})
 	_, err := h.r.beginBundle(bundleContext(), Restriction{Seq: 1, Owner: processID, AckIDs: []string{"x"}}, 10)
 	if err == nil {
@@ -265,13 +287,5 @@ func TestFlinkGateCheckpointingOffFailsTheRead(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "does not checkpoint") || !strings.Contains(err.Error(), "checkpointingInterval") {
 		t.Errorf("bundle error %v, want one saying the job does not checkpoint and naming checkpointingInterval", err)
-	}
-}
-
-// Beam's Flink runner names the Flink job after the Beam job: lower case,
-// every other character a 0, then -user-date-random.
-func TestFlinkJobName(t *testing.T) {
-	if got := flinkJobName("my_Orders-job.2"); got != "my0orders0job02" {
-		t.Errorf("flinkJobName = %q, want my0orders0job02", got)
 	}
 }

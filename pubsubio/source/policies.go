@@ -56,7 +56,7 @@ const (
 
 // CommitMode says when a split acks what a bundle emitted: once the runner
 // has made the bundle's output durable, which runners signal differently
-// (commit.go).
+// (internal/commit).
 type CommitMode string
 
 const (

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/source/internal/commit"
 )
 
 type emitFn = func(beam.EventTime, model.Message)
@@ -94,24 +95,24 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *watermarkEstimator, rt
 // the runner confirms the commit, instead of at the split's next bundle.
 type finalizingReadFn struct {
 	readFn
-	watch finalizationWatch
+	watch *commit.Watch
 }
 
 func (fn *finalizingReadFn) Setup() {
 	fn.readFn.Setup()
-	fn.watch.disabled = &finalizationLost
+	fn.watch = commit.NewWatch()
 }
 
 // StartBundle marks bundle boundaries for the lost-callback check. It
 // declares the emitters because Beam requires the bundle methods of a DoFn
 // with emitters to declare the same ones.
 func (fn *finalizingReadFn) StartBundle(context.Context, emitFn, deadFn) {
-	fn.watch.startBundle()
+	fn.watch.StartBundle()
 }
 
 func (fn *finalizingReadFn) ProcessElement(ctx context.Context, we *watermarkEstimator, bf beam.BundleFinalization, rt *sdf.LockRTracker, split Split, emit emitFn, dead deadFn) (sdf.ProcessContinuation, error) {
 	return fn.runBundle(ctx, we, rt, split, emit, dead, func(r *splitReader, seq int64, ids []ackID) {
-		fn.watch.register(ctx, bf, time.Now(), func() { r.finalized(seq, ids) })
+		fn.watch.Register(ctx, bf, time.Now(), func() { r.finalized(seq, ids) })
 	})
 }
 

@@ -83,14 +83,10 @@ func (t *tracker) TrySplit(fraction float64) (primary, residual any, err error) 
 		return t.rest, nil, nil
 	}
 	t.done = true
-	var ids []string
-	for _, id := range t.claimed {
-		ids = append(ids, string(id))
-	}
 	res := Restriction{
 		Seq:     t.rest.Seq + 1,
 		Owner:   t.owner,
-		AckIDs:  ids,
+		AckIDs:  ackIDStrings(t.claimed),
 		Emitted: t.rest.Emitted + int64(len(t.claimed)),
 		Final:   t.finishing,
 	}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/source/internal/commit"
 )
 
 // splitReader is one split's subscriber and everything it holds. The
@@ -72,8 +73,10 @@ type splitReader struct {
 	waiting int
 	// budgetWait is budgetWaitFor(cfg); tests change it.
 	budgetWait time.Duration
-	// gate decides when what the split emitted is acked (gate.go).
-	gate commitGate
+	// gate decides when what the split emitted is acked (internal/commit),
+	// and gateAcks counts the acks it clears.
+	gate     commit.Gate
+	gateAcks counter
 	// backlog is the split's watch of its subscription's backlog samples,
 	// nil when the read does not sample (backlog.go); set by the registry.
 	backlog *backlogWatch
@@ -96,9 +99,9 @@ func newSplitReader(split Split, cfg Config, rs *readState, now func() time.Time
 		lags:       arrivalLags{window: cfg.WatermarkWindow},
 		budgetWait: budgetWaitFor(cfg),
 	}
-	r.gate = resumeGate{}
+	r.gate, r.gateAcks = commit.Resume{}, acksResume
 	if cfg.Commit == CommitFlinkCheckpoint {
-		r.gate = newFlinkGate(cfg.Flink, r.settleCommitted)
+		r.gate, r.gateAcks = commit.NewCheckpoint(cfg.Flink.REST, cfg.Flink.Job, cfg.Flink.Patience, r.settleCommitted), acksCheckpoint
 	}
 	return r
 }
@@ -253,7 +256,7 @@ func (r *splitReader) release(reason counter) {
 	conn := r.conn
 	r.conn = nil
 	acks := r.ledger.takeRecentAcks(r.now())
-	r.gate.release()
+	r.gate.Release()
 	if r.backlog != nil {
 		r.backlog.release()
 	}
