@@ -3,9 +3,6 @@ package source
 import (
 	"context"
 	"sync/atomic"
-	"time"
-
-	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/flinkjob"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics"
@@ -129,36 +126,4 @@ func (s *stats) flush(ctx context.Context, b *budget) {
 	bufferedMessagesGauge.Set(ctx, int64(msgs))
 	bufferedBytesGauge.Set(ctx, bytes)
 	pendingAcksGauge.Set(ctx, s.pendingAcks.Load())
-}
-
-// flush reports the read's metrics (stats.flush) and its oldest hold.
-func (rs *readState) flush(ctx context.Context) {
-	rs.stats.flush(ctx, rs.budget)
-	rs.holds.report(ctx, time.Now())
-}
-
-// The prepare step's counters. It runs once per job in a DoFn, so it
-// counts straight into Beam metrics with its context.
-var (
-	subscriptionsCreatedCounter = beam.NewCounter(metrics.Namespace, "subscriptions_created")
-	seeksPerformedCounter       = beam.NewCounter(metrics.Namespace, "seeks_performed")
-	checksRejectedCounter       = beam.NewCounter(metrics.Namespace, "checks_rejected")
-	checksWarnedCounter         = beam.NewCounter(metrics.Namespace, "checks_warned")
-)
-
-// report adds what one prepare run did to the job's metrics.
-func (c prepareCounts) report(ctx context.Context) {
-	for _, m := range []struct {
-		counter beam.Counter
-		n       int
-	}{
-		{subscriptionsCreatedCounter, c.created},
-		{seeksPerformedCounter, c.seeks},
-		{checksRejectedCounter, c.rejected},
-		{checksWarnedCounter, c.warned},
-	} {
-		if m.n > 0 {
-			m.counter.Inc(ctx, int64(m.n))
-		}
-	}
 }

@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -22,6 +24,32 @@ type prepareCounts struct {
 	seeks    int // seeks performed
 	rejected int // subscriptions refused by a check, or missing without create options
 	warned   int // backwards start positions that can recover only unacked messages
+}
+
+// The prepare step's counters. It runs once per job in a DoFn, so it
+// counts straight into Beam metrics with its context.
+var (
+	subscriptionsCreatedCounter = beam.NewCounter(metrics.Namespace, "subscriptions_created")
+	seeksPerformedCounter       = beam.NewCounter(metrics.Namespace, "seeks_performed")
+	checksRejectedCounter       = beam.NewCounter(metrics.Namespace, "checks_rejected")
+	checksWarnedCounter         = beam.NewCounter(metrics.Namespace, "checks_warned")
+)
+
+// report adds what one prepare run did to the job's metrics.
+func (c prepareCounts) report(ctx context.Context) {
+	for _, m := range []struct {
+		counter beam.Counter
+		n       int
+	}{
+		{subscriptionsCreatedCounter, c.created},
+		{seeksPerformedCounter, c.seeks},
+		{checksRejectedCounter, c.rejected},
+		{checksWarnedCounter, c.warned},
+	} {
+		if m.n > 0 {
+			m.counter.Inc(ctx, int64(m.n))
+		}
+	}
 }
 
 // prepareTarget is one configured subscription as the prepare step sees it.

@@ -57,6 +57,12 @@ func newReadState(cfg Config) *readState {
 	}
 }
 
+// flush reports the read's metrics (stats.flush) and its oldest hold.
+func (rs *readState) flush(ctx context.Context) {
+	rs.stats.flush(ctx, rs.budget)
+	rs.holds.report(ctx, time.Now())
+}
+
 // registry holds every split reader of the process. Subscribers must
 // outlive bundles (a streaming pull per bundle would cost a connection per
 // bundle and redeliver everything in flight), so they live here, keyed by
