@@ -86,11 +86,11 @@ type Options struct {
 	JVMFlags []string
 }
 
-// TestJVMFlags trade a JVM's peak speed for less CPU: only the client
-// compiler, and the serial collector. The suite runs a dozen JVMs at once
-// on 2 cores, where the optimizing compiler's and the parallel
-// collector's threads compete with the tests themselves.
-var TestJVMFlags = []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"}
+// TestJVMFlags returns the flags that trade a JVM's peak speed for less
+// CPU: only the client compiler, and the serial collector. The suite runs
+// a dozen JVMs at once on 2 cores, where the optimizing compiler's and the
+// parallel collector's threads compete with the tests themselves.
+func TestJVMFlags() []string { return []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"} }
 
 func (o Options) withDefaults() Options {
 	if o.TaskManagers <= 0 {

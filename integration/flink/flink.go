@@ -127,7 +127,7 @@ func Start(t testing.TB, opts Options) *Flink {
 	}
 	opts = opts.withDefaults()
 	if opts.JVMFlags == nil {
-		opts.JVMFlags = TestJVMFlags
+		opts.JVMFlags = TestJVMFlags()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout+time.Duration(opts.TaskManagers+2)*opts.StartTimeout)
 	defer cancel()
