@@ -159,7 +159,7 @@ func (l *ledger) end(d *delivery, how outcome, reason counter) {
 	traceGivenBack(d, reason)
 	l.stats.add(reason, 1)
 	if returns(reason) {
-		l.givenBack.add(d.msg.ID, d.eventTime, l.now())
+		l.givenBack.add(d.msg.ID, d.msg.Subscription, d.eventTime, l.now())
 	}
 }
 

@@ -187,7 +187,11 @@ type Config struct {
 	// arrived for this long, it holds nothing, and its subscription still
 	// answers a describe (a vanished subscription or an unreachable Pub/Sub
 	// fails the bundle instead of ending the read as if it were drained).
-	// If zero, idleness does not end the read.
+	// A give-back of messages of its subscription by the read in the same
+	// process counts as an arrival until they arrive again, and the split
+	// waits while another split of its subscription there holds messages:
+	// beyond that split's MaxMessages share they are given back when it
+	// finishes. If zero, idleness does not end the read.
 	IdleTimeout time.Duration
 
 	// WatermarkWindow, WatermarkIdle and WatermarkLateness shape the

@@ -4,6 +4,8 @@ import (
 	"container/heap"
 	"sync"
 	"time"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
 // maxGivenBack bounds how many given-back messages a read remembers; past
@@ -31,6 +33,7 @@ type givenBack struct {
 }
 
 type givenBackEntry struct {
+	sub       model.Subscription
 	eventTime time.Time
 	at        time.Time // when it was given back
 	seq       int64
@@ -40,8 +43,9 @@ func newGivenBack(hold time.Duration, s *stats) *givenBack {
 	return &givenBack{hold: hold, stats: s, entries: map[string]givenBackEntry{}}
 }
 
-// add remembers that message id, of eventTime, was given back at now.
-func (g *givenBack) add(id string, eventTime, now time.Time) {
+// add remembers that message id of sub, of eventTime, was given back at
+// now.
+func (g *givenBack) add(id string, sub model.Subscription, eventTime, now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if _, ok := g.entries[id]; !ok && len(g.entries) >= maxGivenBack {
@@ -49,7 +53,7 @@ func (g *givenBack) add(id string, eventTime, now time.Time) {
 		return
 	}
 	g.seq++
-	e := givenBackEntry{eventTime: eventTime, at: now, seq: g.seq}
+	e := givenBackEntry{sub: sub, eventTime: eventTime, at: now, seq: g.seq}
 	g.entries[id] = e
 	heap.Push(&g.order, heapItem{id: id, givenBackEntry: e})
 	if len(g.order) > 2*maxGivenBack {
@@ -80,6 +84,20 @@ func (g *givenBack) has(id string) bool {
 	defer g.mu.Unlock()
 	_, ok := g.entries[id]
 	return ok
+}
+
+// awaits reports whether a message of sub was given back after since and
+// not seen again: Pub/Sub redelivers it to a split still reading sub, most
+// likely one in this process.
+func (g *givenBack) awaits(sub model.Subscription, since time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, e := range g.entries {
+		if e.sub == sub && e.at.After(since) {
+			return true
+		}
+	}
+	return false
 }
 
 // oldest returns the oldest event time of what is given back and neither

@@ -106,7 +106,7 @@ func (r *splitReader) overBudgetLocked(d *delivery) bool {
 		// subscriber it is given back with the RPC, with what the client
 		// pulled and never delivered (pulled.go).
 		r.stats.add(nackedBudget, 1)
-		r.ledger.givenBack.add(d.msg.ID, d.eventTime, r.now())
+		r.ledger.givenBack.add(d.msg.ID, d.msg.Subscription, d.eventTime, r.now())
 		log.Warnf(context.Background(), "pubsubio.Read: buffer budget of %d messages / %d bytes full and %d deliveries withheld with MaxOutstandingMessages %d (no flow control); stopping the subscriber of %s and giving back all it holds until it is polled again (raise BufferMaxMessages/BufferMaxBytes, or set MaxOutstandingMessages)",
 			r.cfg.BufferMaxMessages, r.cfg.BufferMaxBytes, len(r.ledger.withheld), r.cfg.MaxOutstandingMessages, r.split.Subscription)
 		r.stopLocked(nackedBudget)
@@ -129,7 +129,7 @@ func (r *splitReader) refuseLocked(d *delivery) bool {
 	d.handle.Nack()
 	traceGivenBack(d, nackedShutdown)
 	r.stats.add(nackedShutdown, 1)
-	r.ledger.givenBack.add(d.msg.ID, d.eventTime, r.now())
+	r.ledger.givenBack.add(d.msg.ID, d.msg.Subscription, d.eventTime, r.now())
 	return false
 }
 

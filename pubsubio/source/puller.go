@@ -44,7 +44,7 @@ type puller interface {
 type clientPuller struct {
 	client    *pubsub.Client
 	conn      connection.Settings
-	name      string
+	sub       model.Subscription
 	settings  pubsub.ReceiveSettings
 	pulled    *pulled    // what the client pulled and has not handed over, and the stream's health
 	givenBack *givenBack // the read's, told what a stop gives back
@@ -56,7 +56,7 @@ func dialPuller(ctx context.Context, sub model.Subscription, cfg Config, g *give
 	if err != nil {
 		return nil, fmt.Errorf("pubsubio.Read: connecting to read %s: %w", sub, err)
 	}
-	return &clientPuller{client: client, conn: cfg.Connection, name: sub.String(), settings: cfg.receiveSettings(), pulled: p, givenBack: g}, nil
+	return &clientPuller{client: client, conn: cfg.Connection, sub: sub, settings: cfg.receiveSettings(), pulled: p, givenBack: g}, nil
 }
 
 // giveBackTimeout bounds the nack of what a stopped Receive left leased.
@@ -70,9 +70,9 @@ func (s *clientPuller) receive(ctx context.Context, f func(*pubsub.Message) bool
 	if err := s.describe(ctx); err != nil {
 		return err
 	}
-	sub := s.client.Subscriber(s.name)
-	sub.ReceiveSettings = s.settings
-	err := sub.Receive(ctx, func(_ context.Context, m *pubsub.Message) {
+	subscriber := s.client.Subscriber(s.sub.String())
+	subscriber.ReceiveSettings = s.settings
+	err := subscriber.Receive(ctx, func(_ context.Context, m *pubsub.Message) {
 		if f(m) {
 			s.pulled.handedOver(m.ID)
 		}
@@ -84,20 +84,20 @@ func (s *clientPuller) receive(ctx context.Context, f func(*pubsub.Message) bool
 		now := time.Now()
 		for id, m := range left {
 			ackIDs = append(ackIDs, m.ackID)
-			s.givenBack.add(id, m.eventTime, now)
+			s.givenBack.add(id, s.sub, m.eventTime, now)
 		}
 		nctx, cancel := context.WithTimeout(context.Background(), giveBackTimeout)
 		defer cancel()
 		if nerr := s.nack(nctx, ackIDs); nerr != nil && !refusedOnly(nerr) {
-			log.Warnf(nctx, "pubsubio.Read: giving back %d messages the stopped subscriber of %s had pulled but not delivered failed (they return when their lease lapses): %v", len(ackIDs), s.name, nerr)
+			log.Warnf(nctx, "pubsubio.Read: giving back %d messages the stopped subscriber of %s had pulled but not delivered failed (they return when their lease lapses): %v", len(ackIDs), s.sub, nerr)
 		}
 	}
 	return err
 }
 
 func (s *clientPuller) describe(ctx context.Context) error {
-	return s.conn.Call(ctx, "pubsubio.Read", "GetSubscription "+s.name, func(ctx context.Context) error {
-		sub, err := s.client.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: s.name})
+	return s.conn.Call(ctx, "pubsubio.Read", "GetSubscription "+s.sub.String(), func(ctx context.Context) error {
+		sub, err := s.client.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: s.sub.String()})
 		if err == nil {
 			s.pulled.exactlyOnce.set(sub.GetEnableExactlyOnceDelivery())
 		}
@@ -111,9 +111,9 @@ func (s *clientPuller) describe(ctx context.Context) error {
 // (sendByID).
 func (s *clientPuller) acknowledge(ctx context.Context, ackIDs []string) error {
 	return sendByID(ctx, ackIDs, func(ids []string) error {
-		return s.conn.Call(ctx, "pubsubio.Read", "Acknowledge "+s.name, func(ctx context.Context) error {
+		return s.conn.Call(ctx, "pubsubio.Read", "Acknowledge "+s.sub.String(), func(ctx context.Context) error {
 			return s.client.SubscriptionAdminClient.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{
-				Subscription: s.name,
+				Subscription: s.sub.String(),
 				AckIds:       ids,
 			})
 		})
@@ -122,9 +122,9 @@ func (s *clientPuller) acknowledge(ctx context.Context, ackIDs []string) error {
 
 func (s *clientPuller) nack(ctx context.Context, ackIDs []string) error {
 	return sendByID(ctx, ackIDs, func(ids []string) error {
-		return s.conn.Call(ctx, "pubsubio.Read", "ModifyAckDeadline "+s.name, func(ctx context.Context) error {
+		return s.conn.Call(ctx, "pubsubio.Read", "ModifyAckDeadline "+s.sub.String(), func(ctx context.Context) error {
 			return s.client.SubscriptionAdminClient.ModifyAckDeadline(ctx, &pubsubpb.ModifyAckDeadlineRequest{
-				Subscription:       s.name,
+				Subscription:       s.sub.String(),
 				AckIds:             ids,
 				AckDeadlineSeconds: 0,
 			})

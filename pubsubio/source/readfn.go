@@ -177,7 +177,8 @@ func (fn *readFn) runBundle(ctx context.Context, we *watermarkEstimator, rt *sdf
 	we.advance(readers.watermark(fn.ReadID))
 
 	reachedShare := share >= 0 && rest.Emitted+int64(len(batch)) >= share
-	idle := fn.Cfg.IdleTimeout > 0 && state.buffered == 0 && state.at.Sub(state.listeningSince) >= fn.Cfg.IdleTimeout
+	idle := fn.Cfg.IdleTimeout > 0 && state.buffered == 0 && state.at.Sub(state.listeningSince) >= fn.Cfg.IdleTimeout &&
+		!r.ledger.givenBack.awaits(split.Subscription, state.at.Add(-fn.Cfg.IdleTimeout)) && !readers.siblingHolds(key, r)
 	if idle && !reachedShare {
 		// The client retries a broken stream without a word, so a deleted
 		// subscription or an unreachable Pub/Sub also looks idle: the read

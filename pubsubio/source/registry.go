@@ -177,6 +177,31 @@ func (g *registry) watermark(read string) time.Time {
 	return low
 }
 
+// siblingHolds reports whether another split of key's read in this process
+// that reads r's subscription holds deliveries it has not emitted: it
+// emits them, or gives back what is beyond its MaxMessages share when it
+// finishes, for r to read.
+func (g *registry) siblingHolds(key splitKey, r *splitReader) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	rs := g.reads[key.read]
+	if rs == nil {
+		return false
+	}
+	for i, s := range rs.readers {
+		if i == key.index || s.split.Subscription != r.split.Subscription {
+			continue
+		}
+		s.mu.Lock() // the registry's lock, then a reader's: as in reader
+		holds := !s.released && s.ledger.buffered+len(s.ledger.withheld) > 0
+		s.mu.Unlock()
+		if holds {
+			return true
+		}
+	}
+	return false
+}
+
 // releaseSplit releases r, the reader of key: at the end of a bounded
 // split, or when the worker stops while r runs a bundle. A reader made
 // for key since then stays.

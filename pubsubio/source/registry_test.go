@@ -9,6 +9,8 @@ import (
 
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
 // registryHarness is a registry with a hand-moved clock whose dial hands
@@ -328,5 +330,36 @@ func TestSplitNotPolledHoldsOnlyWhatItHolds(t *testing.T) {
 	}
 	if got := rs.stats.get(watermarkSkippedStale); got != 1 {
 		t.Errorf("watermark_splits_skipped_stale = %d, want 1 (once per spell)", got)
+	}
+}
+
+// A split of a bounded read does not end idle while another split of its
+// subscription in the process holds messages: what is beyond that split's
+// MaxMessages share comes back when it finishes. Splits of another
+// subscription do not count.
+func TestSiblingHoldsWhileItBuffers(t *testing.T) {
+	h := newRegistryHarness(t)
+	subs := testSubs(2)
+	cfg := testConfig(t, func(c *Config) { c.Subscriptions = subs; c.Splits = 3 })
+	keys := []splitKey{{read: "r", index: 0}, {read: "r", index: 1}, {read: "r", index: 2}}
+	var rs []*splitReader
+	for i, sub := range []model.Subscription{subs[0], subs[1], subs[0]} {
+		r, _ := h.g.reader(keys[i], Split{Index: i, Subscription: sub}, cfg)
+		rs = append(rs, r)
+	}
+	t.Cleanup(func() { h.g.detach("r") })
+	holds := func() []bool {
+		return []bool{h.g.siblingHolds(keys[0], rs[0]), h.g.siblingHolds(keys[1], rs[1]), h.g.siblingHolds(keys[2], rs[2])}
+	}
+	if got := holds(); !cmp.Equal(got, []bool{false, false, false}) {
+		t.Errorf("nothing buffered: siblingHolds %v, want none", got)
+	}
+	deliverTo(rs[2], pollRun(t, rs[2]), msg("m0", "data"), &fakeHandle{}, "ack-m0")
+	if got := holds(); !cmp.Equal(got, []bool{true, false, false}) {
+		t.Errorf("split 2 buffers a message of sub-0: siblingHolds %v, want only split 0's sibling holding", got)
+	}
+	drain(rs[2], 10, 0)
+	if got := holds(); !cmp.Equal(got, []bool{false, false, false}) {
+		t.Errorf("split 2 emitted it: siblingHolds %v, want none", got)
 	}
 }

@@ -220,11 +220,12 @@ func TestReadReportsItsSlowestSplit(t *testing.T) {
 func TestGivenBackHoldsUntilSeenOrExpired(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	g := newGivenBack(time.Minute, newStats())
+	sub := testSubs(1)[0]
 	if got := g.oldest(t0); !got.IsZero() {
 		t.Fatalf("empty: %v", got)
 	}
-	g.add("a", t0.Add(-time.Hour), t0)
-	g.add("b", t0.Add(-2*time.Hour), t0.Add(30*time.Second))
+	g.add("a", sub, t0.Add(-time.Hour), t0)
+	g.add("b", sub, t0.Add(-2*time.Hour), t0.Add(30*time.Second))
 	if got := g.oldest(t0.Add(30 * time.Second)); !got.Equal(t0.Add(-2 * time.Hour)) {
 		t.Errorf("oldest %v, want b's", got)
 	}
@@ -235,10 +236,32 @@ func TestGivenBackHoldsUntilSeenOrExpired(t *testing.T) {
 	if got := g.oldest(t0.Add(time.Minute)); !got.IsZero() {
 		t.Errorf("a minute after a was given back: %v, want none (expired)", got)
 	}
-	g.add("c", t0, t0)
-	g.add("c", t0.Add(time.Second), t0.Add(time.Second)) // given back again
+	g.add("c", sub, t0, t0)
+	g.add("c", sub, t0.Add(time.Second), t0.Add(time.Second)) // given back again
 	if got := g.oldest(t0.Add(time.Second)); !got.Equal(t0.Add(time.Second)) {
 		t.Errorf("given back twice: %v, want the latest give-back's event time", got)
+	}
+}
+
+// A split awaits what the read gave back of its own subscription only,
+// from the give-back until it is seen again.
+func TestGivenBackAwaitedPerSubscription(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	g := newGivenBack(time.Minute, newStats())
+	subs := testSubs(2)
+	g.add("a", subs[0], t0, t0)
+	if !g.awaits(subs[0], t0.Add(-time.Second)) {
+		t.Error("a message of sub-0 given back after the time asked about is not awaited")
+	}
+	if g.awaits(subs[1], t0.Add(-time.Second)) {
+		t.Error("sub-1 awaits a message of sub-0")
+	}
+	if g.awaits(subs[0], t0) {
+		t.Error("a give-back is awaited from before it happened")
+	}
+	g.seen("a")
+	if g.awaits(subs[0], t0.Add(-time.Second)) {
+		t.Error("a message seen again is still awaited")
 	}
 }
 
@@ -361,7 +384,7 @@ func TestGivenBackCountsWhatItCannotHold(t *testing.T) {
 	s := newStats()
 	g := newGivenBack(time.Minute, s)
 	for i := range maxGivenBack + 3 {
-		g.add(strconv.Itoa(i), t0, t0)
+		g.add(strconv.Itoa(i), testSubs(1)[0], t0, t0)
 	}
 	if got := s.get(givenBackUntracked); got != 3 {
 		t.Errorf("given_back_untracked = %d, want 3", got)
