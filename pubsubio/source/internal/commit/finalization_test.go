@@ -7,6 +7,16 @@ import (
 	"time"
 )
 
+// start is when the tests' bundles begin.
+var start = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// newTestWatch returns a Watch with a lost-callback flag of its own, not
+// the process's.
+func newTestWatch() (*Watch, *atomic.Bool) {
+	disabled := new(atomic.Bool)
+	return &Watch{disabled: disabled}, disabled
+}
+
 // fakeFinalizer is the BundleFinalization object one DoFn instance sees in
 // every bundle of its plan. finalize is the plan finalizing a committed
 // bundle. A correct harness runs, then forgets, what was registered on the
@@ -43,10 +53,9 @@ func (f *fakeFinalizer) finalize(t *testing.T) {
 
 func TestFinalizationWatchTripsOnDefectiveHarness(t *testing.T) {
 	ctx := context.Background()
-	var disabled atomic.Bool
-	w := &Watch{disabled: &disabled}
+	w, disabled := newTestWatch()
 	bf := &fakeFinalizer{defective: true}
-	now := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := start
 	ran := 0
 	for bundle := 1; bundle <= 6; bundle++ {
 		w.StartBundle()
@@ -71,7 +80,7 @@ func TestFinalizationWatchTripsOnDefectiveHarness(t *testing.T) {
 
 	// Another instance sharing the flag no longer registers, even on a
 	// harness that works.
-	other := &Watch{disabled: &disabled}
+	other := &Watch{disabled: disabled}
 	other.StartBundle()
 	good := &fakeFinalizer{}
 	if other.Register(ctx, good, now, func() {}) {
@@ -84,10 +93,9 @@ func TestFinalizationWatchTripsOnDefectiveHarness(t *testing.T) {
 
 func TestFinalizationWatchNeverTripsOnCorrectHarness(t *testing.T) {
 	ctx := context.Background()
-	var disabled atomic.Bool
-	w := &Watch{disabled: &disabled}
+	w, disabled := newTestWatch()
 	bf := &fakeFinalizer{}
-	now := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := start
 	ran := 0
 	const bundles = 50
 	for bundle := 1; bundle <= bundles; bundle++ {
@@ -108,10 +116,9 @@ func TestFinalizationWatchNeverTripsOnCorrectHarness(t *testing.T) {
 
 func TestFinalizationWatchManyRegistrationsInOneBundle(t *testing.T) {
 	ctx := context.Background()
-	var disabled atomic.Bool
-	w := &Watch{disabled: &disabled}
+	w, disabled := newTestWatch()
 	bf := &fakeFinalizer{}
-	now := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := start
 	ran := 0
 	for bundle := 1; bundle <= 10; bundle++ {
 		w.StartBundle()
@@ -135,10 +142,9 @@ func TestFinalizationWatchManyRegistrationsInOneBundle(t *testing.T) {
 
 func TestFinalizationWatchIgnoresExpiredRegistration(t *testing.T) {
 	ctx := context.Background()
-	var disabled atomic.Bool
-	w := &Watch{disabled: &disabled}
+	w, disabled := newTestWatch()
 	bf := &fakeFinalizer{}
-	now := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := start
 
 	w.StartBundle()
 	if !w.Register(ctx, bf, now, func() {}) {
@@ -159,10 +165,9 @@ func TestFinalizationWatchIgnoresExpiredRegistration(t *testing.T) {
 // expired, is a lost callback.
 func TestFinalizationWatchTripsOnUnexpiredUnrunRegistration(t *testing.T) {
 	ctx := context.Background()
-	var disabled atomic.Bool
-	w := &Watch{disabled: &disabled}
+	w, disabled := newTestWatch()
 	bf := &fakeFinalizer{}
-	now := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := start
 	w.StartBundle()
 	w.Register(ctx, bf, now, func() {})
 	w.StartBundle()
@@ -178,9 +183,8 @@ func TestFinalizationWatchTripsOnUnexpiredUnrunRegistration(t *testing.T) {
 // one says nothing about the new one.
 func TestFinalizationWatchNewObjectDoesNotTrip(t *testing.T) {
 	ctx := context.Background()
-	var disabled atomic.Bool
-	w := &Watch{disabled: &disabled}
-	now := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	w, disabled := newTestWatch()
+	now := start
 	for bundle := 1; bundle <= 5; bundle++ {
 		w.StartBundle()
 		if !w.Register(ctx, &fakeFinalizer{}, now, func() {}) {
