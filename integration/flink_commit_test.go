@@ -231,14 +231,19 @@ var flinkFaults = []flinkFault{
 				t.Fatal(err)
 			}
 			p.Kill() // the submitter is the SDK worker: it dies with the job
-			retained := strings.TrimPrefix(cps.Latest.Completed.ExternalPath, "file:")
+			// The last checkpoint on disk: the one the REST API reported may
+			// have been replaced, and deleted, since.
+			retained, id, err := f.RetainedCheckpoint(job.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if err := f.SetRestore(retained); err != nil {
 				t.Fatal(err)
 			}
 			if err := f.StartJobServer(ctx); err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("killed the job server and the submitter; restarting from checkpoint %d", cps.Latest.Completed.ID)
+			t.Logf("killed the job server and the submitter; restarting from checkpoint %d", id)
 			return resubmit()
 		},
 	},

@@ -5,8 +5,6 @@ import (
 	"flag"
 	"math"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -197,29 +195,15 @@ func TestCheckpointsWhileSDFRuns(t *testing.T) {
 	}
 }
 
-// retainedCheckpoint returns the directory and ID of the last checkpoint
-// an ended job left on disk (chk-N holding _metadata), or fails the test.
-// It asks the file system, not the REST API: the REST API's statistics
-// lag by seconds, and by then Flink may have completed another checkpoint
-// and deleted the one it reported.
+// retainedCheckpoint is f.RetainedCheckpoint, failing the test on an
+// error.
 func retainedCheckpoint(t *testing.T, f *Flink, jobID string) (string, int64) {
 	t.Helper()
-	dirs, err := filepath.Glob(filepath.Join(f.CheckpointDir, jobID, "chk-*", "_metadata"))
+	path, id, err := f.RetainedCheckpoint(jobID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	path, last := "", int64(-1)
-	for _, meta := range dirs {
-		dir := filepath.Dir(meta)
-		id, err := strconv.ParseInt(strings.TrimPrefix(filepath.Base(dir), "chk-"), 10, 64)
-		if err == nil && id > last {
-			path, last = dir, id
-		}
-	}
-	if path == "" {
-		t.Fatalf("job %s retained no checkpoint under %s", jobID, f.CheckpointDir)
-	}
-	return path, last
+	return path, id
 }
 
 // TestRestore: a job is ended abruptly or cancelled, and the pipeline

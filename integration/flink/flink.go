@@ -365,6 +365,30 @@ func (f *Flink) KillJobServer() error {
 	return f.jobServer.Kill()
 }
 
+// RetainedCheckpoint returns the directory and ID of the last checkpoint
+// the job jobID left on disk (chk-N holding _metadata). It asks the file
+// system, not the REST API: the REST API's statistics lag by seconds, and
+// by then Flink may have completed another checkpoint and deleted the one
+// it reported.
+func (f *Flink) RetainedCheckpoint(jobID string) (string, int64, error) {
+	dirs, err := filepath.Glob(filepath.Join(f.CheckpointDir, jobID, "chk-*", "_metadata"))
+	if err != nil {
+		return "", 0, err
+	}
+	path, last := "", int64(-1)
+	for _, meta := range dirs {
+		dir := filepath.Dir(meta)
+		id, err := strconv.ParseInt(strings.TrimPrefix(filepath.Base(dir), "chk-"), 10, 64)
+		if err == nil && id > last {
+			path, last = dir, id
+		}
+	}
+	if path == "" {
+		return "", 0, fmt.Errorf("flink: job %s retained no checkpoint under %s", jobID, f.CheckpointDir)
+	}
+	return path, last, nil
+}
+
 // SetRestore makes jobs start from path (a chk-N or savepoint directory;
 // "" for none): the proxy adds savepointPath to jobs prepared from now on,
 // and flink-conf.yaml gets execution.savepoint.path, which the embedded
