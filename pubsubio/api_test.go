@@ -58,7 +58,7 @@ func TestExportedAPI(t *testing.T) {
 func exportedNames(t *testing.T, dir string) []string {
 	t.Helper()
 	fset, files := parseLibrary(t, dir)
-	pkg, err := doc.NewFromFiles(fset, files, "github.com/pubsubio/beam-pubsubio/pubsubio/"+dir)
+	pkg, err := doc.NewFromFiles(fset, files, modulePrefix+dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,6 +68,21 @@ func exportedNames(t *testing.T, dir string) []string {
 	}
 	var names []string
 	add := func(kind, name string) { names = append(names, prefix+" "+kind+" "+name) }
+	members := func(typ *doc.Type, name string) {
+		for _, m := range typ.Methods {
+			add("method", name+"."+m.Name)
+		}
+		spec := typ.Decl.Specs[0].(*ast.TypeSpec)
+		if st, ok := spec.Type.(*ast.StructType); ok && spec.Assign == 0 {
+			for _, field := range st.Fields.List {
+				for _, n := range field.Names {
+					if n.IsExported() {
+						add("field", name+"."+n.Name)
+					}
+				}
+			}
+		}
+	}
 	values := func(vs []*doc.Value, kind string) {
 		for _, v := range vs {
 			for _, n := range v.Names {
@@ -89,22 +104,66 @@ func exportedNames(t *testing.T, dir string) []string {
 		for _, f := range typ.Funcs {
 			add("func", f.Name)
 		}
-		for _, m := range typ.Methods {
-			add("method", typ.Name+"."+m.Name)
-		}
-		spec := typ.Decl.Specs[0].(*ast.TypeSpec)
-		if st, ok := spec.Type.(*ast.StructType); ok && spec.Assign == 0 {
-			for _, field := range st.Fields.List {
-				for _, n := range field.Names {
-					if n.IsExported() {
-						add("field", typ.Name+"."+n.Name)
-					}
-				}
-			}
+		members(typ, typ.Name)
+		if target := internalTarget(t, typ, files); target != nil {
+			members(target, typ.Name)
 		}
 	}
 	slices.Sort(names)
 	return names
+}
+
+// modulePrefix is the import path of this directory.
+const modulePrefix = "github.com/pubsubio/beam-pubsubio/pubsubio/"
+
+// internalTarget returns the type that typ, an alias, stands for when it is
+// declared in an internal package of pubsubio, whose methods and fields
+// are then the alias's API; nil otherwise.
+func internalTarget(t *testing.T, typ *doc.Type, files []*ast.File) *doc.Type {
+	t.Helper()
+	spec := typ.Decl.Specs[0].(*ast.TypeSpec)
+	sel, ok := spec.Type.(*ast.SelectorExpr)
+	if spec.Assign == 0 || !ok {
+		return nil
+	}
+	pkg, ok := sel.X.(*ast.Ident)
+	if !ok {
+		return nil
+	}
+	path := importPath(files, pkg.Name)
+	dir, ok := strings.CutPrefix(path, modulePrefix)
+	if !ok || !strings.Contains("/"+dir+"/", "/internal/") {
+		return nil
+	}
+	fset, pkgFiles := parseLibrary(t, dir)
+	target, err := doc.NewFromFiles(fset, pkgFiles, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range target.Types {
+		if tt.Name == sel.Sel.Name {
+			return tt
+		}
+	}
+	t.Fatalf("%s: alias %s stands for %s.%s, which %s does not declare", dir, typ.Name, pkg.Name, sel.Sel.Name, path)
+	return nil
+}
+
+// importPath returns the path that name is imported as in files, or "".
+func importPath(files []*ast.File, name string) string {
+	for _, f := range files {
+		for _, imp := range f.Imports {
+			path := strings.Trim(imp.Path.Value, `"`)
+			local := path[strings.LastIndex(path, "/")+1:]
+			if imp.Name != nil {
+				local = imp.Name.Name
+			}
+			if local == name {
+				return path
+			}
+		}
+	}
+	return ""
 }
 
 // parseLibrary parses the non-test Go files in dir, with their comments.

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics/metricstest"
+
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	beammetrics "github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/source/internal/prepare"
 )
 
 // Delivery attempts spent on healthy messages. Pub/Sub counts a delivery
@@ -325,57 +328,6 @@ func TestFailedJobsSpendAttemptsOnPrism(t *testing.T) {
 	}
 }
 
-// The prepare step warns about a subscription whose dead-letter policy
-// leaves the read little room: any policy when the streams may be sent
-// more than the budget holds, fewer than safeDeliveryAttempts on a runner
-// that does not retry a failed bundle in place; never without a policy,
-// and not on Dataflow within the budget.
-func TestPrepareWarnsAboutATightDeadLetterPolicy(t *testing.T) {
-	sub := testSubs(1)[0]
-	policy := func(n int32) func(*pubsubpb.Subscription) {
-		return func(s *pubsubpb.Subscription) {
-			s.DeadLetterPolicy = &pubsubpb.DeadLetterPolicy{DeadLetterTopic: "projects/p/topics/dead", MaxDeliveryAttempts: n}
-		}
-	}
-	for _, tc := range []struct {
-		name  string
-		risks attemptRisks
-		desc  func(*pubsubpb.Subscription)
-		want  []string // nil: no warning
-	}{
-		{"no dead-letter policy", attemptRisks{OverBudget: true, Restarts: "prism"}, nil, nil},
-		{"dataflow within the budget", attemptRisks{}, policy(5), nil},
-		{"prism, 10 attempts", attemptRisks{Restarts: "prism"}, policy(10), nil},
-		{"prism, 5 attempts", attemptRisks{Restarts: "prism"}, policy(5), []string{"after 5 delivery attempts", `runner "prism"`, "at least 10", "--max-delivery-attempts=10"}},
-		{"flink, Pub/Sub's default", attemptRisks{Restarts: "flink"}, policy(0), []string{"after 5 delivery attempts", `runner "flink"`}},
-		{"over the budget, 100 attempts", attemptRisks{OverBudget: true}, policy(100), []string{"after 100 delivery attempts", "more than the buffer budget holds", "leave MaxOutstandingMessages and MaxOutstandingBytes unset"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := preparePlan(t, []model.Subscription{sub}, nil)
-			p.Risks = tc.risks
-			counts, err := runPrepare(t, newFakeAdmin(existingSub(sub, tc.desc)), p)
-			if err != nil {
-				t.Fatalf("prepare: %v", err)
-			}
-			w := tc.risks.warning(sub.String(), existingSub(sub, tc.desc))
-			if tc.want == nil {
-				if w != "" || counts.warned != 0 {
-					t.Errorf("warning %q (%d counted), want none", w, counts.warned)
-				}
-				return
-			}
-			if counts.warned != 1 {
-				t.Errorf("%d warnings counted, want 1", counts.warned)
-			}
-			for _, want := range append(tc.want, sub.String(), "projects/p/topics/dead") {
-				if !strings.Contains(w, want) {
-					t.Errorf("warning does not contain %q: %s", want, w)
-				}
-			}
-		})
-	}
-}
-
 // What construction knows of the risks: flow control above the budget or
 // none at all, and the runner unless it is Dataflow.
 func TestAttemptRisksAtConstruction(t *testing.T) {
@@ -385,17 +337,17 @@ func TestAttemptRisksAtConstruction(t *testing.T) {
 	for _, tc := range []struct {
 		runner string
 		edit   func(*Config)
-		want   attemptRisks
+		want   prepare.AttemptRisks
 	}{
-		{"dataflow", nil, attemptRisks{}},
-		{"", nil, attemptRisks{Restarts: "prism"}},
-		{"flink", func(c *Config) { c.BufferMaxMessages, c.MaxOutstandingMessages = 10, 1000 }, attemptRisks{OverBudget: true, Restarts: "flink"}},
-		{"dataflow", func(c *Config) { c.MaxOutstandingMessages = -1 }, attemptRisks{OverBudget: true}},
+		{"dataflow", nil, prepare.AttemptRisks{}},
+		{"", nil, prepare.AttemptRisks{Restarts: "prism"}},
+		{"flink", func(c *Config) { c.BufferMaxMessages, c.MaxOutstandingMessages = 10, 1000 }, prepare.AttemptRisks{OverBudget: true, Restarts: "flink"}},
+		{"dataflow", func(c *Config) { c.MaxOutstandingMessages = -1 }, prepare.AttemptRisks{OverBudget: true}},
 	} {
 		if err := flag.Set("runner", tc.runner); err != nil {
 			t.Fatal(err)
 		}
-		if got := testConfig(t, tc.edit).attemptRisks(); got != tc.want {
+		if got := testPlan(t, tc.edit).Risks; got != tc.want {
 			t.Errorf("runner %q: %+v, want %+v", tc.runner, got, tc.want)
 		}
 	}
@@ -424,7 +376,7 @@ func TestRedeliveriesCounted(t *testing.T) {
 	deliverTo(h.r, run, msg("first", "x"), &fakeHandle{}, "ack-first-2")
 	h.checkCount("messages_redelivered", messagesRedelivered, 3)
 
-	ctx := bundleContext()
+	ctx := metricstest.BundleContext()
 	h.stats.flush(ctx, h.budget)
 	var got []int64
 	err := beammetrics.Extractor{DistributionInt64: func(l beammetrics.Labels, count, sum, min, max int64) {

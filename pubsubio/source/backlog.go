@@ -59,7 +59,7 @@ func (cfg Config) validateBacklog() []error {
 		}
 		return nil
 	}
-	return []error{fmt.Errorf("unknown Backlog %q: use %q (sample the backlog) or %q (never)", text.Truncate(string(cfg.Backlog), maxQuotedValue), BacklogAuto, BacklogOff)}
+	return []error{fmt.Errorf("unknown Backlog %q: use %q (sample the backlog) or %q (never)", text.Truncate(string(cfg.Backlog), text.MaxQuoted), BacklogAuto, BacklogOff)}
 }
 
 // backlogKey identifies a Monitoring connection: samplers are shared by

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics/metricstest"
+
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"google.golang.org/grpc/codes"
@@ -296,7 +298,7 @@ func TestBacklogSlowMonitoringDoesNotHoldTheRead(t *testing.T) {
 	if _, remaining := rt.GetProgress(); remaining != 1 {
 		t.Errorf("remaining while the call is in flight = %v, want 1", remaining)
 	}
-	ctx := bundleContext()
+	ctx := metricstest.BundleContext()
 	r.reportBacklog(ctx)
 	if got := gaugeValues(t, ctx); len(got) != 0 {
 		t.Errorf("gauges while the call is in flight: %v, want none", got)

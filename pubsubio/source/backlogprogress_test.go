@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics/metricstest"
+
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	beammetrics "github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
@@ -81,7 +83,7 @@ func TestBacklogGaugesReportTheLatestSample(t *testing.T) {
 	defer r.backlog.release()
 	awaitCondition(t, "the sample", func() bool { _, ok := r.backlog.latest(); return ok })
 
-	ctx := bundleContext()
+	ctx := metricstest.BundleContext()
 	r.reportBacklog(ctx)
 	got := gaugeValues(t, ctx)
 	want := map[string]int64{
@@ -94,7 +96,7 @@ func TestBacklogGaugesReportTheLatestSample(t *testing.T) {
 			t.Errorf("gauge %s = %d, want %d (all: %v)", name, got[name], v, got)
 		}
 	}
-	if c := counterSums(t, ctx); c["backlog_samples"] < 1 {
+	if c := metricstest.CounterSums(t, ctx); c["backlog_samples"] < 1 {
 		t.Errorf("backlog_samples reported %d, want at least this test's sample", c["backlog_samples"])
 	}
 }
@@ -153,7 +155,7 @@ func TestBundleReportsTheBacklog(t *testing.T) {
 			seen = append(seen, progress{done, remaining})
 		}
 		dead := func(beam.EventTime, dlq.FailedMessage) { t.Error("a dead letter") }
-		ctx := bundleContext()
+		ctx := metricstest.BundleContext()
 		pc, err := fn.ProcessElement(ctx, fn.CreateWatermarkEstimator(0), rt, Split{Subscription: sub}, emit, dead)
 		if err != nil {
 			t.Fatal(err)

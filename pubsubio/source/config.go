@@ -11,6 +11,7 @@ import (
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/source/internal/prepare"
 )
 
 // Defaults. Where the Pub/Sub client has a default, it is the client's, so a
@@ -268,18 +269,27 @@ type Config struct {
 // warnings explains settings that are valid but probably not meant; read
 // logs them at construction. now is the construction time.
 func (cfg Config) warnings(now time.Time) []string {
-	return slices.Concat(cfg.setupWarnings(now), cfg.budgetWarnings(), cfg.holdWarnings())
+	return slices.Concat(prepare.SetupWarnings(cfg.Setup, now), cfg.budgetWarnings(), cfg.holdWarnings())
 }
 
-// withDefaults returns cfg with every zero field set to its default, its
-// Topics moved into Subscriptions (withTopics) and the whole configuration
-// validated, and the subscriptions it creates for its topics. Errors name
-// the field and the value.
 // bounded reports whether the read ends by itself (MaxMessages or
 // IdleTimeout).
 func (cfg Config) bounded() bool { return cfg.MaxMessages > 0 || cfg.IdleTimeout > 0 }
 
-func (cfg Config) withDefaults() (Config, ownedSubscriptions, error) {
+// requirements are cfg's settings that every subscription must suit.
+func (cfg Config) requirements() prepare.Requirements {
+	return prepare.Requirements{
+		OrderingPerKey:             cfg.Ordering == OrderingPerKey,
+		MaxDurationPerAckExtension: cfg.MaxDurationPerAckExtension,
+		DecodePolicy:               cfg.DecodePolicy,
+	}
+}
+
+// withDefaults returns cfg with every zero field set to its default, its
+// Topics moved into Subscriptions and Setup (prepare.WithTopics) and the
+// whole configuration validated, and the subscriptions it creates for its
+// topics. Errors name the field and the value.
+func (cfg Config) withDefaults() (Config, prepare.Owned, error) {
 	construct.Default(&cfg.Ordering, OrderingNone)
 	construct.Default(&cfg.Finalization, FinalizationAuto)
 	construct.Default(&cfg.Commit, CommitAuto)
@@ -301,8 +311,10 @@ func (cfg Config) withDefaults() (Config, ownedSubscriptions, error) {
 	construct.Default(&cfg.LatePolicy, LateEmit)
 	construct.Default(&cfg.Backlog, BacklogAuto)
 	construct.Default(&cfg.Flink.Patience, DefaultFlinkPatience)
-	cfg, owned, topicErrs := cfg.withTopics()
-	cfg.setupWithDefaults()
+	owned, setup, topicErrs := prepare.WithTopics(cfg.Topics, cfg.TopicSubscriptions, cfg.Subscriptions, cfg.requirements())
+	cfg.Subscriptions = slices.Concat(cfg.Subscriptions, owned.Subscriptions)
+	cfg.Setup = prepare.SetupWithDefaults(slices.Concat(cfg.Setup, setup))
+	cfg.Topics, cfg.TopicSubscriptions = nil, TopicSubscriptionOptions{}
 	cfg.flowControlFromBudget()
 	return cfg, owned, cfg.validate(topicErrs)
 }
@@ -314,7 +326,7 @@ func (cfg Config) validate(errs []error) error {
 	if len(cfg.Subscriptions) == 0 && len(cfg.Topics) == 0 {
 		bad("Subscriptions and Topics are both empty: name at least one subscription or topic to read")
 	}
-	uniqueValid("Subscriptions", "subscription", cfg.Subscriptions, bad)
+	construct.UniqueValid("Subscriptions", "subscription", cfg.Subscriptions, bad)
 	switch cfg.Ordering {
 	case OrderingNone:
 	case OrderingPerKey:
@@ -325,12 +337,12 @@ func (cfg Config) validate(errs []error) error {
 			bad("Splits %d cannot be combined with Ordering %s: each subscription is read by exactly one split; leave Splits unset", cfg.Splits, OrderingPerKey)
 		}
 	default:
-		bad("Ordering %q is unknown; use %q or %q", text.Truncate(string(cfg.Ordering), maxQuotedValue), OrderingNone, OrderingPerKey)
+		bad("Ordering %q is unknown; use %q or %q", text.Truncate(string(cfg.Ordering), text.MaxQuoted), OrderingNone, OrderingPerKey)
 	}
 	switch cfg.Finalization {
 	case FinalizationAuto, FinalizationOn, FinalizationOff:
 	default:
-		bad("Finalization %q is unknown; use %q, %q or %q", text.Truncate(string(cfg.Finalization), maxQuotedValue), FinalizationAuto, FinalizationOn, FinalizationOff)
+		bad("Finalization %q is unknown; use %q, %q or %q", text.Truncate(string(cfg.Finalization), text.MaxQuoted), FinalizationAuto, FinalizationOn, FinalizationOff)
 	}
 	if err := cfg.Format.Validate(); err != nil {
 		bad("Format: %w", err)
@@ -338,17 +350,17 @@ func (cfg Config) validate(errs []error) error {
 	switch cfg.DecodePolicy {
 	case model.DecodeFail, model.DecodeDrop, model.DecodeNack, model.DecodeDeadLetter:
 	default:
-		bad("DecodePolicy %q is unknown; use %q, %q, %q or %q", text.Truncate(string(cfg.DecodePolicy), maxQuotedValue), model.DecodeFail, model.DecodeDrop, model.DecodeNack, model.DecodeDeadLetter)
+		bad("DecodePolicy %q is unknown; use %q, %q, %q or %q", text.Truncate(string(cfg.DecodePolicy), text.MaxQuoted), model.DecodeFail, model.DecodeDrop, model.DecodeNack, model.DecodeDeadLetter)
 	}
 	switch cfg.Commit {
 	case CommitAuto, CommitResume, CommitFlinkCheckpoint:
 	default:
-		bad("Commit %q is unknown; use %q, %q or %q", text.Truncate(string(cfg.Commit), maxQuotedValue), CommitAuto, CommitResume, CommitFlinkCheckpoint)
+		bad("Commit %q is unknown; use %q, %q or %q", text.Truncate(string(cfg.Commit), text.MaxQuoted), CommitAuto, CommitResume, CommitFlinkCheckpoint)
 	}
 	switch cfg.LatePolicy {
 	case LateEmit, LateDeadLetter:
 	default:
-		bad("LatePolicy %q is unknown; use %q or %q", text.Truncate(string(cfg.LatePolicy), maxQuotedValue), LateEmit, LateDeadLetter)
+		bad("LatePolicy %q is unknown; use %q or %q", text.Truncate(string(cfg.LatePolicy), text.MaxQuoted), LateEmit, LateDeadLetter)
 	}
 	errs = append(errs, cfg.checkLimits()...)
 	// A name Pub/Sub refuses as an attribute key is on no message, so
@@ -365,34 +377,12 @@ func (cfg Config) validate(errs []error) error {
 	if cfg.MaxMessages < 0 {
 		bad("MaxMessages %d must not be negative (0 reads without a count limit)", cfg.MaxMessages)
 	}
-	errs = append(errs, cfg.validateSetup()...)
+	errs = append(errs, prepare.ValidateSetup(cfg.Setup, cfg.Subscriptions, cfg.requirements())...)
 	errs = append(errs, cfg.validateBacklog()...)
 	if err := cfg.Connection.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return construct.Invalid("pubsubio.Read", errs...)
-}
-
-// uniqueValid reports, for each of names (which the option field lists,
-// each a kind: "subscription"), whether it is valid and listed for the
-// first time; bad says why not.
-func uniqueValid[T interface {
-	comparable
-	Validate() error
-}](field, kind string, names []T, bad func(format string, args ...any)) []bool {
-	ok := make([]bool, len(names))
-	seen := map[T]bool{}
-	for i, n := range names {
-		switch err := n.Validate(); {
-		case err != nil:
-			bad("%s[%d]: %w", field, i, err)
-		case seen[n]:
-			bad("%s[%d]: %s is listed twice; each %s is read once", field, i, n, kind)
-		default:
-			seen[n], ok[i] = true, true
-		}
-	}
-	return ok
 }
 
 // receiveSettings maps the config onto the client's settings for one split.

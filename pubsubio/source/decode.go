@@ -34,9 +34,6 @@ func decode(cfg *Config, m model.Message) decoded {
 	return decoded{eventTime: t, err: cfg.Format.Check(m.Data)}
 }
 
-// maxQuotedValue bounds how much of an attribute value an error quotes.
-const maxQuotedValue = 64
-
 // eventTime is a message's event time: the timestamp attribute when one is
 // configured and present, else the publish time. The attribute holds RFC
 // 3339 or Unix milliseconds, the two forms Beam's other Pub/Sub connectors
@@ -76,10 +73,10 @@ func parseEventTime(attribute, v string) (time.Time, error) {
 	if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
 		t = time.UnixMilli(ms)
 	} else if t, err = time.Parse(time.RFC3339Nano, v); err != nil {
-		return time.Time{}, fmt.Errorf("timestamp attribute %q has value %q, which is neither RFC 3339 nor Unix milliseconds", attribute, text.Truncate(v, maxQuotedValue))
+		return time.Time{}, fmt.Errorf("timestamp attribute %q has value %q, which is neither RFC 3339 nor Unix milliseconds", attribute, text.Truncate(v, text.MaxQuoted))
 	}
 	if err := inRange(t); err != nil {
-		return time.Time{}, fmt.Errorf("timestamp attribute %q has value %q: %w", attribute, text.Truncate(v, maxQuotedValue), err)
+		return time.Time{}, fmt.Errorf("timestamp attribute %q has value %q: %w", attribute, text.Truncate(v, text.MaxQuoted), err)
 	}
 	return t, nil
 }

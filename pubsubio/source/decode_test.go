@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -250,21 +250,9 @@ func TestReadRejectsDeadLetterPolicy(t *testing.T) {
 	}
 }
 
-func TestNackPolicyNeedsADeadLetterPolicy(t *testing.T) {
-	cfg := testConfig(t, func(c *Config) { c.DecodePolicy = model.DecodeNack })
-	name := "projects/p/subscriptions/s"
-	errs := rejection(cfg, ownedSubscriptions{}, name, &pubsubpb.Subscription{Name: name})
-	if len(errs) != 1 || !strings.Contains(errs[0].Error(), name) || !strings.Contains(errs[0].Error(), "redelivered forever") {
-		t.Errorf("rejection without a dead-letter policy = %v; want one naming %s and saying why", errs, name)
-	}
-	withPolicy := &pubsubpb.Subscription{Name: name, DeadLetterPolicy: &pubsubpb.DeadLetterPolicy{DeadLetterTopic: "projects/p/topics/dead", MaxDeliveryAttempts: 5}}
-	if errs := rejection(cfg, ownedSubscriptions{}, name, withPolicy); len(errs) != 0 {
-		t.Errorf("rejection with a dead-letter policy = %v", errs)
-	}
-	if errs := rejection(testConfig(t, nil), ownedSubscriptions{}, name, &pubsubpb.Subscription{Name: name}); len(errs) != 0 {
-		t.Errorf("rejection under DecodeFail = %v", errs)
-	}
-
+// Construction refuses create options that would make a subscription
+// DecodePolicy NACK cannot use: one without a dead-letter topic.
+func TestNackPolicyNeedsADeadLetterTopicToCreate(t *testing.T) {
 	sub := model.SubscriptionOf(testProject, "poisoned")
 	topic := model.TopicOf(testProject, "events")
 	bad := validConfig()
@@ -274,9 +262,9 @@ func TestNackPolicyNeedsADeadLetterPolicy(t *testing.T) {
 	if _, _, err := bad.withDefaults(); err == nil || !strings.Contains(err.Error(), "Setup[0].Create") || !strings.Contains(err.Error(), "DeadLetterTopic") {
 		t.Errorf("construction with create options without DeadLetterTopic under Nack: %v; want an error saying to set it", err)
 	}
-	errs = createRejection(cfg, "Setup[0].Create", sub, SubscriptionCreateOptions{Topic: topic, DeadLetterTopic: model.TopicOf(testProject, "dead")})
-	if len(errs) != 0 {
-		t.Errorf("createRejection with DeadLetterTopic = %v", errs)
+	bad.Setup[0].Create.DeadLetterTopic = model.TopicOf(testProject, "dead")
+	if _, _, err := bad.withDefaults(); err != nil {
+		t.Errorf("construction with DeadLetterTopic under Nack: %v", err)
 	}
 }
 
@@ -357,7 +345,7 @@ func TestEventTimeMalformedLongValueIsTruncated(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error")
 	}
-	if !strings.Contains(err.Error(), `"ts"`) || !strings.Contains(err.Error(), strings.Repeat("z", maxQuotedValue-3)+"...") {
+	if !strings.Contains(err.Error(), `"ts"`) || !strings.Contains(err.Error(), strings.Repeat("z", text.MaxQuoted-3)+"...") {
 		t.Errorf("error %q does not name the attribute and the value's start", err)
 	}
 	if len(err.Error()) > 400 {

@@ -11,17 +11,16 @@
 //
 // The life of a message, and the file of each step:
 //
-//   - Before any split reads, the prepare step (the prepare_*.go files:
-//     prepare.go, prepare_fn.go) runs once per job: it describes every
-//     subscription, rejects those the read cannot consume
-//     (prepare_checks.go), creates missing ones that have create options
-//     (prepare_createoptions.go) and seeks those with a start position
-//     (prepare_startposition.go), then emits one element per split
-//     (splitplan.go). The subscriptions a read creates for topics are its
-//     own (prepare_topics.go): refused when another job's, marked when
-//     taken up (prepare_owners.go), and deleted when a read of a generated
-//     name is done (prepare_cleanup.go). It warns about dead-letter
-//     policies that leave the read little room (attempts.go).
+//   - Before any split reads, the prepare step (internal/prepare, run by
+//     prepare_fn.go) runs once per job: it describes every subscription,
+//     rejects those the read cannot consume, creates missing ones that
+//     have create options and seeks those with a start position, then
+//     emits one element per split (splitplan.go). The subscriptions a
+//     read creates for topics are its own: refused when another job's,
+//     marked when taken up, and deleted when a read of a generated name is
+//     done (prepare_cleanup.go). It warns about dead-letter policies that
+//     leave the read little room. Their options (setup.go) are validated
+//     at construction (config.go, plan.go).
 //   - A split's first bundle finds its reader in the registry
 //     (registry.go), which starts the subscriber (splitreader.go) on a
 //     connection that records what its streaming pulls receive (puller.go,

@@ -35,13 +35,6 @@ import (
 // once its receipt modack succeeded, so a message whose receipt Pub/Sub
 // refused never reaches a bundle (TestExactlyOnceReceiptRefused).
 
-// minExactlyOnceExtension is the shortest lease extension the client
-// makes on an exactly-once subscription, whatever
-// MaxDurationPerAckExtension says (iterator.go,
-// minDurationPerLeaseExtensionExactlyOnce): prepare_checks.go rejects a shorter
-// MaxDurationPerAckExtension for such a subscription.
-const minExactlyOnceExtension = 60 * time.Second
-
 // ackAnswer is an exactly-once ack whose answer is not counted yet, and
 // the receive span that ends with it.
 type ackAnswer struct {

@@ -71,7 +71,7 @@ func flinkJobOptions(interval time.Duration, pairs []string) (map[string]any, er
 	for _, pair := range pairs {
 		name, value, ok := strings.Cut(pair, "=")
 		if !ok || name == "" {
-			return nil, fmt.Errorf("--pubsubio_flink_option %q is not name=value; use e.g. --pubsubio_flink_option=operatorChaining=false", text.Truncate(pair, maxQuotedValue))
+			return nil, fmt.Errorf("--pubsubio_flink_option %q is not name=value; use e.g. --pubsubio_flink_option=operatorChaining=false", text.Truncate(pair, text.MaxQuoted))
 		}
 		options[name] = optionValue(value)
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics/metricstest"
+
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 
@@ -34,7 +36,7 @@ func flinkReader(t *testing.T, jm *flinkjobtest.JobManager, name string, skew ti
 // buffered messages; it returns their ack IDs.
 func begin(t *testing.T, h *readerHarness, seq int64, acks []string, n int) []string {
 	t.Helper()
-	out, err := h.r.beginBundle(bundleContext(), Restriction{Seq: seq, Owner: processID, AckIDs: acks}, n)
+	out, err := h.r.beginBundle(metricstest.BundleContext(), Restriction{Seq: seq, Owner: processID, AckIDs: acks}, n)
 	if err != nil {
 		t.Fatalf("bundle %d: %v", seq, err)
 	}
@@ -176,7 +178,7 @@ func TestFlinkGateFinalizationAcksOnlyWhatTheGateCleared(t *testing.T) {
 		rt := sdf.NewLockRTracker(newTracker(rest, processID))
 		emit := func(_ beam.EventTime, m model.Message) { emitted = append(emitted, m.ID) }
 		dead := func(beam.EventTime, dlq.FailedMessage) {}
-		if _, err := fn.ProcessElement(bundleContext(), fn.CreateWatermarkEstimator(0), bf, rt, split, emit, dead); err != nil {
+		if _, err := fn.ProcessElement(metricstest.BundleContext(), fn.CreateWatermarkEstimator(0), bf, rt, split, emit, dead); err != nil {
 			t.Fatal(err)
 		}
 		_, res, _ := rt.TrySplit(0)
@@ -281,7 +283,7 @@ func TestFlinkGateCheckpointingOffFailsTheRead(t *testing.T) {
 	awaitCondition(t, "the watcher hears the job does not checkpoint", func() bool {
 		return watcher.Err(time.Hour) != nil
 	})
-	_, err := h.r.beginBundle(bundleContext(), Restriction{Seq: 1, Owner: processID, AckIDs: []string{"x"}}, 10)
+	_, err := h.r.beginBundle(metricstest.BundleContext(), Restriction{Seq: 1, Owner: processID, AckIDs: []string{"x"}}, 10)
 	if err == nil {
 		t.Fatal("a bundle began although the job does not checkpoint")
 	}

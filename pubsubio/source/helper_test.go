@@ -14,10 +14,9 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	beammetrics "github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
-	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -610,27 +609,6 @@ func sorted(s []string) []string {
 	s = slices.Clone(s)
 	slices.Sort(s)
 	return s
-}
-
-// bundleContext is a context Beam accepts metric updates with, as a
-// bundle's is: a DoFn called with it directly counts into its own store.
-func bundleContext() context.Context {
-	return beammetrics.SetPTransformID(beammetrics.SetBundleID(context.Background(), "bundle"), "step")
-}
-
-// counterSums returns the pubsubio counters of a bundleContext by name.
-func counterSums(t *testing.T, ctx context.Context) map[string]int64 {
-	t.Helper()
-	got := map[string]int64{}
-	err := beammetrics.Extractor{SumInt64: func(l beammetrics.Labels, v int64) {
-		if l.Namespace() == metrics.Namespace {
-			got[l.Name()] += v
-		}
-	}}.ExtractFrom(beammetrics.GetStore(ctx))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return got
 }
 
 // skipUnderShort skips a test that runs for many seconds on Prism: the

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics/metricstest"
+
 	beammetrics "github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 )
 
@@ -46,7 +48,7 @@ func TestHoldsBoundedByMaxExtension(t *testing.T) {
 	if !rs.holds.warned.Load() {
 		t.Error("a hold past half of MaxExtension was not warned about")
 	}
-	ctx := bundleContext()
+	ctx := metricstest.BundleContext()
 	rs.holds.report(ctx, h.clock.now())
 	if got := gaugeValue(t, ctx, "held_oldest_age_ms"); got != (6 * time.Minute).Milliseconds() {
 		t.Errorf("held_oldest_age_ms %d, want 6 min", got)

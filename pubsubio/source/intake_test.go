@@ -7,6 +7,7 @@ import (
 
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/google/go-cmp/cmp"
+
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 

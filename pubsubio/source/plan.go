@@ -1,5 +1,7 @@
 package source
 
+import "github.com/pubsubio/beam-pubsubio/pubsubio/source/internal/prepare"
+
 // readPlan is what construction decides for one read beyond its Config:
 // the splits, the subscriptions it creates for its topics, and how it may
 // spend delivery attempts on messages that did not fail. It is made once,
@@ -13,11 +15,11 @@ type readPlan struct {
 	// Splits are the elements of the read, one per split (splitplan.go).
 	Splits []Split
 	// Owned are the subscriptions the read creates for its topics
-	// (prepare_topics.go).
-	Owned ownedSubscriptions
+	// (prepare.WithTopics).
+	Owned prepare.Owned
 	// Risks are how the read may spend delivery attempts on messages that
-	// did not fail, for the prepare step's warnings (attempts.go).
-	Risks attemptRisks
+	// did not fail, for the prepare step's warnings.
+	Risks prepare.AttemptRisks
 }
 
 // newReadPlan returns the plan of a read of cfg, or what is wrong with cfg,
@@ -31,6 +33,17 @@ func newReadPlan(cfg Config) (readPlan, error) {
 		Cfg:    cfg,
 		Splits: planSplits(cfg.Subscriptions, cfg.Ordering, cfg.Splits),
 		Owned:  owned,
-		Risks:  cfg.attemptRisks(),
+		Risks:  prepare.RisksOn(!cfg.flowControlled() || cfg.streamsMayExceedBudget()),
 	}, nil
+}
+
+// job is what the prepare step readies for p.
+func (p readPlan) job() prepare.Job {
+	return prepare.Job{
+		Subscriptions: p.Cfg.Subscriptions,
+		Setup:         p.Cfg.Setup,
+		Owned:         p.Owned,
+		Risks:         p.Risks,
+		Needs:         p.Cfg.requirements(),
+	}
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/source/internal/prepare"
 )
 
 func init() {
@@ -13,12 +15,13 @@ func init() {
 	register.Emitter1[Split]()
 }
 
-// newAdmin builds the prepare step's admin; tests replace it with a fake.
-var newAdmin = dialAdmin
+// newAdmin connects the prepare step and the cleanup to Pub/Sub; tests
+// replace it.
+var newAdmin = prepare.Dial
 
 // prepareFn is the prepare step: Impulse -> prepareFn -> Reshuffle -> read
-// SDF. Its single element runs prepare (describe, check, create, seek) on a
-// worker, with the workers' credentials, and only then emits the split plan
+// SDF. Its single element runs prepare.Run (describe, check, create, seek)
+// on a worker, with the workers' credentials, and only then emits the split plan
 // computed at construction, one element per split.
 //
 // Why this runs once per job and never when a split resumes: the splits
@@ -33,17 +36,13 @@ type prepareFn struct {
 }
 
 func (fn *prepareFn) ProcessElement(ctx context.Context, _ []byte, emit func(Split)) error {
-	adm, err := newAdmin(ctx, fn.Plan.Cfg)
+	adm, err := newAdmin(ctx, fn.Plan.Cfg.Subscriptions[0].Project, fn.Plan.Cfg.Connection)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := adm.close(); err != nil {
-			log.Warnf(ctx, "pubsubio.Read: closing the prepare step's client: %v", err)
-		}
-	}()
-	counts, err := prepare(ctx, adm, fn.Plan, time.Now)
-	counts.report(ctx)
+	defer closeAdmin(ctx, adm, "the prepare step's client")
+	counts, err := prepare.Run(ctx, adm, fn.Plan.job(), time.Now)
+	counts.Report(ctx)
 	if err != nil {
 		return err
 	}
@@ -51,4 +50,11 @@ func (fn *prepareFn) ProcessElement(ctx context.Context, _ []byte, emit func(Spl
 		emit(s)
 	}
 	return nil
+}
+
+// closeAdmin closes adm, named what in the warning when that fails.
+func closeAdmin(ctx context.Context, adm prepare.Admin, what string) {
+	if err := adm.Close(); err != nil {
+		log.Warnf(ctx, "pubsubio.Read: closing %s: %v", what, err)
+	}
 }

@@ -18,68 +18,98 @@ import (
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/source/internal/prepare"
 )
 
-// useAdmin makes the prepare step use adm for the rest of the test.
-func useAdmin(t *testing.T, adm admin) {
+// useAdmin makes the prepare step and the cleanup use adm for the rest of
+// the test.
+func useAdmin(t *testing.T, adm prepare.Admin) {
 	t.Helper()
 	prev := newAdmin
-	newAdmin = func(context.Context, Config) (admin, error) { return adm, nil }
+	newAdmin = func(context.Context, string, connection.Settings) (prepare.Admin, error) { return adm, nil }
 	t.Cleanup(func() { newAdmin = prev })
+}
+
+// recordingAdmin is the production admin on pstest, except that seeks are
+// recorded instead of sent (pstest crashes the process on a seek to a
+// time); the test's emits are recorded beside them, and closing is
+// counted.
+type recordingAdmin struct {
+	prepare.Admin
+	mu     sync.Mutex
+	calls  []string
+	closed int
+}
+
+// newRecordingAdmin connects to f; the test closes the client, which
+// outlives every run.
+func newRecordingAdmin(t *testing.T, f *fakeServer) *recordingAdmin {
+	t.Helper()
+	adm, err := prepare.Dial(context.Background(), testProject, f.conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = adm.Close() })
+	return &recordingAdmin{Admin: adm}
+}
+
+func (a *recordingAdmin) record(call string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calls = append(a.calls, call)
+}
+
+func (a *recordingAdmin) recorded() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.calls)
+}
+
+func (a *recordingAdmin) Seek(_ context.Context, req *pubsubpb.SeekRequest) error {
+	a.record("seek " + req.GetSubscription())
+	return nil
+}
+
+func (a *recordingAdmin) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.closed++
+	return nil
 }
 
 // The prepare DoFn emits the splits only after every seek, and none when
 // the prepare step fails; it closes its client either way.
 func TestPrepareFnEmitsSplitsOnlyAfterSeeking(t *testing.T) {
-	subs := testSubs(2)
-	adm := newFakeAdmin(existingSub(subs[0], nil), existingSub(subs[1], nil))
+	f := newFakeServer(t)
+	_, subs := f.topicWithSubs(t, "emits", 2)
+	adm := newRecordingAdmin(t, f)
 	useAdmin(t, adm)
-	fn := &prepareFn{Plan: preparePlan(t, subs, func(c *Config) { c.Splits = 4 },
-		SubscriptionSetup{Subscription: subs[0], Start: StartLatest()},
-		SubscriptionSetup{Subscription: subs[1], Start: StartFromSnapshot("snap")})}
-	emit := func(s Split) { adm.event(fmt.Sprintf("emit %d", s.Index)) }
+	fn := &prepareFn{Plan: testPlan(t, func(c *Config) {
+		c.Subscriptions, c.Splits, c.Connection = subs, 4, f.conn
+		c.Setup = []SubscriptionSetup{{Subscription: subs[0], Start: StartLatest()}, {Subscription: subs[1], Start: StartFromSnapshot("snap")}}
+	})}
+	emit := func(s Split) { adm.record(fmt.Sprintf("emit %d", s.Index)) }
 	if err := fn.ProcessElement(context.Background(), nil, emit); err != nil {
 		t.Fatalf("ProcessElement: %v", err)
 	}
-	calls := adm.calls()
-	lastSeek := slices.IndexFunc(calls, func(c string) bool { return c == "seek "+subs[1].String() })
-	firstEmit := slices.IndexFunc(calls, func(c string) bool { return strings.HasPrefix(c, "emit ") })
-	if adm.count("seek") != 2 || adm.count("emit") != 4 || lastSeek < 0 || firstEmit < lastSeek {
-		t.Errorf("calls %q: want 2 seeks, then 4 splits emitted", calls)
-	}
-	if adm.closed != 1 {
-		t.Errorf("admin closed %d times, want 1", adm.closed)
+	want := []string{"seek " + subs[0].String(), "seek " + subs[1].String(), "emit 0", "emit 1", "emit 2", "emit 3"}
+	if got := adm.recorded(); !slices.Equal(got, want) || adm.closed != 1 {
+		t.Errorf("calls %q, closed %d; want %q and the client closed once", got, adm.closed, want)
 	}
 
-	failing := newFakeAdmin(existingSub(subs[0], func(s *pubsubpb.Subscription) { s.EnableExactlyOnceDelivery = true }), existingSub(subs[1], nil))
+	// A rejection: DecodePolicy NACK needs a dead-letter policy, which
+	// neither subscription has.
+	failing := newRecordingAdmin(t, f)
 	useAdmin(t, failing)
-	fn.Plan.Cfg.MaxDurationPerAckExtension = 30 * time.Second
-	err := fn.ProcessElement(context.Background(), nil, func(s Split) { failing.event(fmt.Sprintf("emit %d", s.Index)) })
-	if err == nil || !strings.Contains(err.Error(), "exactly-once") {
+	fn.Plan.Cfg.DecodePolicy = model.DecodeNack
+	err := fn.ProcessElement(context.Background(), nil, func(s Split) { failing.record(fmt.Sprintf("emit %d", s.Index)) })
+	if err == nil || !strings.Contains(err.Error(), "no dead-letter policy") {
 		t.Fatalf("ProcessElement = %v, want the rejection", err)
 	}
-	if n := failing.count("emit") + failing.count("seek"); n != 0 || failing.closed != 1 {
-		t.Errorf("after a rejection: calls %q, closed %d; want no seek, no split and the client closed", failing.calls(), failing.closed)
+	if got := failing.recorded(); len(got) != 0 || failing.closed != 1 {
+		t.Errorf("after a rejection: calls %q, closed %d; want no seek, no split and the client closed", got, failing.closed)
 	}
 }
-
-// seekCountingAdmin is the production admin on pstest, except that seeks
-// are recorded instead of sent: pstest crashes the process on a seek to a
-// time.
-type seekCountingAdmin struct {
-	admin
-	mu    sync.Mutex
-	seeks []string
-}
-
-func (a *seekCountingAdmin) seek(_ context.Context, req *pubsubpb.SeekRequest) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.seeks = append(a.seeks, req.GetSubscription())
-	return nil
-}
-
-func (a *seekCountingAdmin) close() error { return nil } // the test's client outlives the run
 
 // On Prism, a read whose splits resume many times (ten messages per bundle)
 // seeks each subscription exactly once: the start position belongs to the
@@ -89,30 +119,33 @@ func TestStartPositionRunsOnceOnPrism(t *testing.T) {
 	f := newFakeServer(t)
 	topic, subs := f.topicWithSubs(t, "once", 1)
 	created := model.SubscriptionOf(testProject, "once-created")
-	adm := &seekCountingAdmin{admin: &clientAdmin{client: f.client}}
+	adm := newRecordingAdmin(t, f)
 	useAdmin(t, adm)
 
 	// The created subscription exists before publishing, so it gets every
 	// message too: create it through a first, empty prepare run.
-	plan := preparePlan(t, []model.Subscription{subs[0], created}, func(c *Config) {
+	plan := testPlan(t, func(c *Config) {
+		c.Subscriptions = []model.Subscription{subs[0], created}
 		c.Splits = 4
 		c.MaxMessages = 100
 		c.IdleTimeout = 5 * time.Second
 		c.MaxRecordsPerBundle = 10
 		c.Connection = f.conn
-	},
-		SubscriptionSetup{Subscription: subs[0], Start: StartLatest()},
-		SubscriptionSetup{Subscription: created, Start: StartFromTimestamp(time.Now().Add(-time.Hour)),
-			Create: SubscriptionCreateOptions{Topic: model.TopicOf(testProject, "once"), RetainAckedMessages: true}},
-	)
-	if _, err := prepare(context.Background(), adm, plan, time.Now); err != nil {
+		c.Setup = []SubscriptionSetup{
+			{Subscription: subs[0], Start: StartLatest()},
+			{Subscription: created, Start: StartFromTimestamp(time.Now().Add(-time.Hour)),
+				Create: SubscriptionCreateOptions{Topic: model.TopicOf(testProject, "once"), RetainAckedMessages: true}},
+		}
+	})
+	if _, err := prepare.Run(context.Background(), adm, plan.job(), time.Now); err != nil {
 		t.Fatalf("creating the subscription: %v", err)
 	}
 	if got, err := f.client.SubscriptionAdminClient.GetSubscription(context.Background(),
 		&pubsubpb.GetSubscriptionRequest{Subscription: created.String()}); err != nil || !got.GetRetainAckedMessages() || got.GetTopic() != topic {
 		t.Fatalf("created subscription %v (%v), want one on %s retaining acked messages", got, err, topic)
 	}
-	adm.seeks = nil
+	adm = newRecordingAdmin(t, f)
+	useAdmin(t, adm)
 	f.publish(t, topic, 100, nil)
 
 	p, s := beam.NewPipelineWithRoot()
@@ -121,9 +154,9 @@ func TestStartPositionRunsOnceOnPrism(t *testing.T) {
 	if err != nil {
 		t.Fatalf("pipeline failed: %v", err)
 	}
-	slices.Sort(adm.seeks)
-	if want := []string{subs[0].String(), created.String()}; !slices.Equal(adm.seeks, sorted(want)) {
-		t.Errorf("seeks %q, want exactly one per subscription: %q", adm.seeks, want)
+	seeks := sorted(adm.recorded())
+	if want := sorted([]string{"seek " + subs[0].String(), "seek " + created.String()}); !slices.Equal(seeks, want) {
+		t.Errorf("calls %q, want exactly one seek per subscription: %q", seeks, want)
 	}
 	counters := map[string]int64{}
 	for _, c := range res.Metrics().AllMetrics().Counters() {

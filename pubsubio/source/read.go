@@ -16,6 +16,7 @@ import (
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/source/internal/prepare"
 )
 
 // Read reads cfg.Subscriptions and cfg.Topics and returns a PCollection<model.Message>
@@ -90,7 +91,7 @@ func read(s beam.Scope, cfg Config) (beam.PCollection, beam.PCollection, error) 
 		log.Warn(context.Background(), w)
 	}
 	s = s.Scope("pubsubio.Read")
-	if err := claimSubscriptions(s, p); err != nil {
+	if err := prepare.Claim(s, p.Cfg.Subscriptions, p.Owned); err != nil {
 		return fail(err)
 	}
 
@@ -197,7 +198,7 @@ func (cfg Config) withCommit(d deployment) (Config, error) {
 		case CommitAuto, CommitResume, CommitFlinkCheckpoint:
 			cfg.Commit = d.commit
 		default:
-			return cfg, construct.Invalid("pubsubio.Read", fmt.Errorf("--pubsubio_commit %q is unknown; use %q, %q or %q", text.Truncate(string(d.commit), maxQuotedValue), CommitAuto, CommitResume, CommitFlinkCheckpoint))
+			return cfg, construct.Invalid("pubsubio.Read", fmt.Errorf("--pubsubio_commit %q is unknown; use %q, %q or %q", text.Truncate(string(d.commit), text.MaxQuoted), CommitAuto, CommitResume, CommitFlinkCheckpoint))
 		}
 	}
 	if cfg.Commit == CommitAuto {
@@ -229,7 +230,7 @@ func (cfg Config) withCommit(d deployment) (Config, error) {
 		if trimmed == "" {
 			why = "is blank"
 		}
-		errs = append(errs, fmt.Errorf("%s %q %s; the read finds the job's checkpoints by the name Flink gives it (the job name followed by \"-\"): set the name the job is submitted with", jobOption, text.Truncate(cfg.Flink.Job, maxQuotedValue), why))
+		errs = append(errs, fmt.Errorf("%s %q %s; the read finds the job's checkpoints by the name Flink gives it (the job name followed by \"-\"): set the name the job is submitted with", jobOption, text.Truncate(cfg.Flink.Job, text.MaxQuoted), why))
 	}
 	if cfg.Flink.Job == "" && !d.onFlink() { // on Flink, prepareFlinkJob names the job
 		errs = append(errs, fmt.Errorf("with Commit %s the read finds the job's checkpoints by its name: set --job_name, or Flink.Job", CommitFlinkCheckpoint))

@@ -8,9 +8,6 @@ import (
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
-// maxQuotedAttribute bounds how much of an attribute name an error quotes.
-const maxQuotedAttribute = 64
-
 // CheckAttribute returns the error of option, which names an attribute
 // (name), when Pub/Sub would refuse name as an attribute key, or it is
 // blank: no message could carry it, so the option would silently do
@@ -25,7 +22,7 @@ func CheckAttribute(option, name, instead string) error {
 		return fmt.Errorf("%s %q is blank, so no message carries it; %s", option, name, instead)
 	}
 	if problem := model.AttributeKeyProblem(name); problem != "" {
-		return fmt.Errorf("%s %q %s, so no message can carry it; %s", option, text.Truncate(name, maxQuotedAttribute), problem, instead)
+		return fmt.Errorf("%s %q %s, so no message can carry it; %s", option, text.Truncate(name, text.MaxQuoted), problem, instead)
 	}
 	return nil
 }

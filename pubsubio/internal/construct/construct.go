@@ -47,3 +47,25 @@ func CheckInput(api string, col beam.PCollection, want reflect.Type, wantName, h
 	}
 	return nil
 }
+
+// UniqueValid reports, for each of names (which the option field lists,
+// each a kind: "subscription"), whether it is valid and listed for the
+// first time; bad says why not.
+func UniqueValid[T interface {
+	comparable
+	Validate() error
+}](field, kind string, names []T, bad func(format string, args ...any)) []bool {
+	ok := make([]bool, len(names))
+	seen := map[T]bool{}
+	for i, n := range names {
+		switch err := n.Validate(); {
+		case err != nil:
+			bad("%s[%d]: %w", field, i, err)
+		case seen[n]:
+			bad("%s[%d]: %s is listed twice; each %s is read once", field, i, n, kind)
+		default:
+			seen[n], ok[i] = true, true
+		}
+	}
+	return ok
+}

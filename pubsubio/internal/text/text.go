@@ -5,6 +5,10 @@ package text
 
 import "unicode/utf8"
 
+// MaxQuoted is how much of a value from the user or a message an error
+// quotes: enough to recognise it, never a whole payload.
+const MaxQuoted = 64
+
 // Truncate returns s cut to at most max bytes on a rune boundary, with
 // "..." marking a cut.
 func Truncate(s string, max int) string {

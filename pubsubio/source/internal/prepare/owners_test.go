@@ -1,18 +1,14 @@
-package source
+package prepare
 
 import (
 	"flag"
-	"strings"
 	"testing"
-	"time"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts" // defines --job_name
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
 // withJobName sets --job_name for the rest of the test: the read labels
@@ -36,15 +32,12 @@ func withJobName(t *testing.T, name string) {
 // matters.
 func TestTopicSubscriptionOfAnotherJob(t *testing.T) {
 	withJobName(t, "this-job")
-	build := func(shared bool) readPlan {
-		return testPlan(t, func(c *Config) {
-			c.Subscriptions, c.Topics = nil, []model.Topic{ordersTopic}
-			c.TopicSubscriptions = TopicSubscriptionOptions{Name: "nightly", Shared: shared}
-		})
+	build := func(shared bool) Job {
+		return topicJob(t, TopicSubscriptionOptions{Name: "nightly", Shared: shared}, setupTopic)
 	}
 	sub := build(false).Owned.Subscriptions[0]
 	labelled := func(labels map[string]string) func(*pubsubpb.Subscription) {
-		return func(s *pubsubpb.Subscription) { s.Topic, s.Labels = ordersTopic.String(), labels }
+		return func(s *pubsubpb.Subscription) { s.Topic, s.Labels = setupTopic.String(), labels }
 	}
 	otherJob := map[string]string{LabelCreatedBy: LabelCreatedByValue, LabelName: "nightly", LabelJob: "other-job", LabelRead: "otherread0", "team": "billing"}
 
@@ -74,7 +67,7 @@ func TestTopicSubscriptionOfAnotherJob(t *testing.T) {
 			if _, err := runPrepare(t, adm, cfg); err != nil {
 				t.Fatalf("prepare: %v", err)
 			}
-			got, _ := adm.getSubscription(t.Context(), sub.String())
+			got, _ := adm.GetSubscription(t.Context(), sub.String())
 			if tc.want == nil {
 				if adm.count("update") != 0 || !cmp.Equal(got.GetLabels(), tc.labels) {
 					t.Errorf("labels %v after %q, want %v untouched", got.GetLabels(), adm.calls(), tc.labels)
@@ -100,39 +93,4 @@ func TestTopicSubscriptionOfAnotherJob(t *testing.T) {
 	adm.errs["update "+sub.String()] = status.Error(codes.InvalidArgument, "labels is not a known Subscription field")
 	_, err = runPrepare(t, adm, cfg)
 	wantErrorContaining(t, err, "cannot update a subscription's labels", "another TopicSubscriptions.Name")
-}
-
-// Only a read of a generated TopicSubscriptions.Name deletes the
-// subscriptions it created, bounded or not: an unbounded one once a drain
-// ends it. A read given a Name never does.
-func TestOnlyGeneratedNamesAreDeleted(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		cfg     Config
-		deletes bool
-	}{
-		{"unbounded, generated", Config{Topics: []model.Topic{ordersTopic}}, true},
-		{"bounded, generated", Config{Topics: []model.Topic{ordersTopic}, MaxMessages: 10}, true},
-		{"bounded, named", Config{Topics: []model.Topic{ordersTopic}, TopicSubscriptions: TopicSubscriptionOptions{Name: "nightly"}, IdleTimeout: time.Minute}, false},
-		{"unbounded, named", Config{Topics: []model.Topic{ordersTopic}, TopicSubscriptions: TopicSubscriptionOptions{Name: "nightly"}}, false},
-		{"subscriptions only", Config{Subscriptions: testSubs(1), MaxMessages: 10}, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p, s := beam.NewPipelineWithRoot()
-			if _, err := TryRead(s, tc.cfg); err != nil {
-				t.Fatal(err)
-			}
-			edges, _, err := p.Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			deletes := false
-			for _, e := range edges {
-				deletes = deletes || strings.Contains(e.Scope().String(), "DeleteTopicSubscriptions") && strings.Contains(e.Name(), "deleteOwnedFn")
-			}
-			if deletes != tc.deletes {
-				t.Errorf("the read deletes its subscriptions: %v, want %v", deletes, tc.deletes)
-			}
-		})
-	}
 }

@@ -1,4 +1,4 @@
-package source
+package prepare
 
 import (
 	"fmt"
@@ -25,10 +25,10 @@ type SubscriptionSetup struct {
 	Start StartPosition
 }
 
-// setupFor returns the setup of sub; the zero value (must exist, resume)
-// when it has none.
-func (cfg Config) setupFor(sub model.Subscription) SubscriptionSetup {
-	for _, s := range cfg.Setup {
+// SetupFor returns the setup of sub in setup; the zero value (must exist,
+// resume) when it has none.
+func SetupFor(setup []SubscriptionSetup, sub model.Subscription) SubscriptionSetup {
+	for _, s := range setup {
 		if s.Subscription == sub {
 			return s
 		}
@@ -36,29 +36,31 @@ func (cfg Config) setupFor(sub model.Subscription) SubscriptionSetup {
 	return SubscriptionSetup{Subscription: sub, Start: StartPosition{Kind: PositionResume}}
 }
 
-// setupWithDefaults reads an empty start position as PositionResume.
-func (cfg *Config) setupWithDefaults() {
-	if cfg.Setup == nil {
-		return
+// SetupWithDefaults returns setup with an empty start position read as
+// PositionResume, in a new array: never the caller's.
+func SetupWithDefaults(setup []SubscriptionSetup) []SubscriptionSetup {
+	if setup == nil {
+		return nil
 	}
-	setup := make([]SubscriptionSetup, len(cfg.Setup)) // never the caller's array
-	for i, s := range cfg.Setup {
+	out := make([]SubscriptionSetup, len(setup))
+	for i, s := range setup {
 		s.Start = s.Start.withDefault()
-		setup[i] = s
+		out[i] = s
 	}
-	cfg.Setup = setup
+	return out
 }
 
-// validateSetup checks every entry of cfg.Setup on its own and against the
-// rest of the configuration.
-func (cfg Config) validateSetup() []error {
+// ValidateSetup checks every entry of setup (Config.Setup) on its own and
+// against subs (Config.Subscriptions) and what the read needs of every
+// subscription.
+func ValidateSetup(setup []SubscriptionSetup, subs []model.Subscription, needs Requirements) []error {
 	var errs []error
 	listed := map[model.Subscription]bool{}
-	for _, s := range cfg.Subscriptions {
+	for _, s := range subs {
 		listed[s] = true
 	}
 	seen := map[model.Subscription]bool{}
-	for i, s := range cfg.Setup {
+	for i, s := range setup {
 		field := fmt.Sprintf("Setup[%d]", i)
 		if err := s.Subscription.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("%s.Subscription: %w", field, err))
@@ -74,7 +76,7 @@ func (cfg Config) validateSetup() []error {
 		if !s.Create.IsZero() {
 			created := s.Create.validate(field + ".Create")
 			if len(created) == 0 {
-				created = createRejection(cfg, field+".Create", s.Subscription, s.Create)
+				created = createRejection(needs, field+".Create", s.Subscription, s.Create)
 			}
 			errs = append(errs, created...)
 		}
@@ -83,11 +85,11 @@ func (cfg Config) validateSetup() []error {
 	return errs
 }
 
-// setupWarnings explains start positions that are valid but probably not
-// meant. now is the construction time.
-func (cfg Config) setupWarnings(now time.Time) []string {
+// SetupWarnings explains start positions of setup that are valid but
+// probably not meant. now is the construction time.
+func SetupWarnings(setup []SubscriptionSetup, now time.Time) []string {
 	var out []string
-	for i, s := range cfg.Setup {
+	for i, s := range setup {
 		if w := s.Start.warning(fmt.Sprintf("Setup[%d].Start", i), now); w != "" {
 			out = append(out, fmt.Sprintf("pubsubio.Read: %s (%s)", w, s.Subscription))
 		}

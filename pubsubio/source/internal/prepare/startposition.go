@@ -1,4 +1,4 @@
-package source
+package prepare
 
 import (
 	"errors"
@@ -68,27 +68,6 @@ type StartPosition struct {
 	Snapshot string
 }
 
-// StartEarliestRetained returns PositionEarliestRetained.
-func StartEarliestRetained() StartPosition { return StartPosition{Kind: PositionEarliestRetained} }
-
-// StartLatest returns PositionLatest. It is the one position that is not
-// reproducible: it resolves when the seek runs, so a job that fails in its
-// prepare step and is started again resolves it again, later, discarding
-// what was published in between. Use StartFromTimestamp when the boundary
-// has to be exact.
-func StartLatest() StartPosition { return StartPosition{Kind: PositionLatest} }
-
-// StartFromTimestamp returns PositionTimestamp at t.
-func StartFromTimestamp(t time.Time) StartPosition {
-	return StartPosition{Kind: PositionTimestamp, Time: t}
-}
-
-// StartFromSnapshot returns PositionSnapshot for the snapshot name (an ID in
-// the subscription's project, or "projects/P/snapshots/S").
-func StartFromSnapshot(name string) StartPosition {
-	return StartPosition{Kind: PositionSnapshot, Snapshot: name}
-}
-
 // withDefault returns p with an empty Kind read as PositionResume.
 func (p StartPosition) withDefault() StartPosition {
 	if p.Kind == "" {
@@ -129,7 +108,7 @@ func (p StartPosition) validate(field string, sub model.Subscription) []error {
 			bad("Snapshot: %v", err)
 		}
 	default:
-		bad("Kind %q is unknown; use %q (default), %q, %q, %q or %q", text.Truncate(string(p.Kind), maxQuotedValue),
+		bad("Kind %q is unknown; use %q (default), %q, %q, %q or %q", text.Truncate(string(p.Kind), text.MaxQuoted),
 			PositionResume, PositionEarliestRetained, PositionLatest, PositionTimestamp, PositionSnapshot)
 		return errs
 	}
@@ -137,7 +116,7 @@ func (p StartPosition) validate(field string, sub model.Subscription) []error {
 		bad("Time %v is set but Kind is %s, which does not use it; use Kind %s or clear Time", p.Time, p.Kind, PositionTimestamp)
 	}
 	if p.Snapshot != "" && p.Kind != PositionSnapshot {
-		bad("Snapshot %q is set but Kind is %s, which does not use it; use Kind %s or clear Snapshot", text.Truncate(p.Snapshot, maxQuotedValue), p.Kind, PositionSnapshot)
+		bad("Snapshot %q is set but Kind is %s, which does not use it; use Kind %s or clear Snapshot", text.Truncate(p.Snapshot, text.MaxQuoted), p.Kind, PositionSnapshot)
 	}
 	return errs
 }
@@ -190,7 +169,7 @@ func snapshotName(name string, sub model.Subscription) (string, error) {
 	if strings.Contains(name, "/") {
 		parts := strings.Split(name, "/")
 		if len(parts) != 4 || parts[0] != "projects" || parts[2] != "snapshots" {
-			return "", fmt.Errorf("%q is neither a snapshot ID nor a name of the form projects/PROJECT/snapshots/ID", text.Truncate(name, maxQuotedValue))
+			return "", fmt.Errorf("%q is neither a snapshot ID nor a name of the form projects/PROJECT/snapshots/ID", text.Truncate(name, text.MaxQuoted))
 		}
 		project, id = parts[1], parts[3]
 	}
@@ -198,7 +177,7 @@ func snapshotName(name string, sub model.Subscription) (string, error) {
 	if err := model.SubscriptionOf(project, id).Validate(); err != nil {
 		why := strings.Replace(err.Error(), "subscription", "snapshot", 1)
 		if id != name {
-			why = fmt.Sprintf("%q is not a snapshot's name: %s", text.Truncate(name, maxQuotedValue), why)
+			why = fmt.Sprintf("%q is not a snapshot's name: %s", text.Truncate(name, text.MaxQuoted), why)
 		}
 		return "", errors.New(why)
 	}

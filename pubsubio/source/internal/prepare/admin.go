@@ -1,4 +1,4 @@
-package source
+package prepare
 
 import (
 	"context"
@@ -14,22 +14,22 @@ import (
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
-// admin is the few subscription-admin calls the prepare step makes, and
+// Admin is the few subscription-admin calls the prepare step makes, and
 // the delete of a read's own subscriptions once it is done. An interface
 // so that the check, create and seek logic is tested against a fake that
 // records every call. The only update is of the labels of a read's own
-// topic subscription (prepare_owners.go): creation never changes an existing
+// topic subscription (owners.go): creation never changes an existing
 // subscription.
-type admin interface {
-	getSubscription(ctx context.Context, name string) (*pubsubpb.Subscription, error)
-	createSubscription(ctx context.Context, sub *pubsubpb.Subscription) (*pubsubpb.Subscription, error)
-	updateLabels(ctx context.Context, name string, labels map[string]string) error
-	seek(ctx context.Context, req *pubsubpb.SeekRequest) error
-	deleteSubscription(ctx context.Context, name string) error
-	close() error
+type Admin interface {
+	GetSubscription(ctx context.Context, name string) (*pubsubpb.Subscription, error)
+	CreateSubscription(ctx context.Context, sub *pubsubpb.Subscription) (*pubsubpb.Subscription, error)
+	UpdateLabels(ctx context.Context, name string, labels map[string]string) error
+	Seek(ctx context.Context, req *pubsubpb.SeekRequest) error
+	DeleteSubscription(ctx context.Context, name string) error
+	Close() error
 }
 
-// clientAdmin is admin through the Pub/Sub client, built like every other
+// clientAdmin is Admin through the Pub/Sub client, built like every other
 // client of the read (connection.NewClient), so it reaches the same
 // service as the same identity as the splits.
 type clientAdmin struct {
@@ -37,19 +37,19 @@ type clientAdmin struct {
 	conn   connection.Settings
 }
 
-// dialAdmin connects for cfg. Every call names its resource in full, so the
-// client's project only has to be a valid one.
-func dialAdmin(ctx context.Context, cfg Config) (admin, error) {
-	c, err := connection.NewClient(ctx, cfg.Subscriptions[0].Project, cfg.Connection)
+// Dial connects to Pub/Sub as conn says. Every call names its resource in
+// full, so the client's project, project, only has to be a valid one.
+func Dial(ctx context.Context, project string, conn connection.Settings) (Admin, error) {
+	c, err := connection.NewClient(ctx, project, conn)
 	if err != nil {
 		return nil, fmt.Errorf("pubsubio.Read: connecting to prepare the subscriptions: %w", err)
 	}
-	return &clientAdmin{client: c, conn: cfg.Connection}, nil
+	return &clientAdmin{client: c, conn: conn}, nil
 }
 
 // Each call runs under Connection.RPCTimeout (connection.Settings.Call).
 
-func (a *clientAdmin) getSubscription(ctx context.Context, name string) (desc *pubsubpb.Subscription, err error) {
+func (a *clientAdmin) GetSubscription(ctx context.Context, name string) (desc *pubsubpb.Subscription, err error) {
 	err = a.conn.Call(ctx, "pubsubio.Read", "GetSubscription "+name, func(ctx context.Context) error {
 		desc, err = a.client.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: name})
 		return err
@@ -57,7 +57,7 @@ func (a *clientAdmin) getSubscription(ctx context.Context, name string) (desc *p
 	return desc, err
 }
 
-func (a *clientAdmin) createSubscription(ctx context.Context, sub *pubsubpb.Subscription) (created *pubsubpb.Subscription, err error) {
+func (a *clientAdmin) CreateSubscription(ctx context.Context, sub *pubsubpb.Subscription) (created *pubsubpb.Subscription, err error) {
 	err = a.conn.Call(ctx, "pubsubio.Read", "CreateSubscription "+sub.GetName(), func(ctx context.Context) error {
 		created, err = a.client.SubscriptionAdminClient.CreateSubscription(ctx, sub)
 		return err
@@ -65,7 +65,7 @@ func (a *clientAdmin) createSubscription(ctx context.Context, sub *pubsubpb.Subs
 	return created, err
 }
 
-func (a *clientAdmin) updateLabels(ctx context.Context, name string, labels map[string]string) error {
+func (a *clientAdmin) UpdateLabels(ctx context.Context, name string, labels map[string]string) error {
 	return a.conn.Call(ctx, "pubsubio.Read", "UpdateSubscription "+name, func(ctx context.Context) error {
 		_, err := a.client.SubscriptionAdminClient.UpdateSubscription(ctx, &pubsubpb.UpdateSubscriptionRequest{
 			Subscription: &pubsubpb.Subscription{Name: name, Labels: labels},
@@ -75,20 +75,20 @@ func (a *clientAdmin) updateLabels(ctx context.Context, name string, labels map[
 	})
 }
 
-func (a *clientAdmin) seek(ctx context.Context, req *pubsubpb.SeekRequest) error {
+func (a *clientAdmin) Seek(ctx context.Context, req *pubsubpb.SeekRequest) error {
 	return a.conn.Call(ctx, "pubsubio.Read", "Seek "+req.GetSubscription(), func(ctx context.Context) error {
 		_, err := a.client.SubscriptionAdminClient.Seek(ctx, req)
 		return err
 	})
 }
 
-func (a *clientAdmin) deleteSubscription(ctx context.Context, name string) error {
+func (a *clientAdmin) DeleteSubscription(ctx context.Context, name string) error {
 	return a.conn.Call(ctx, "pubsubio.Read", "DeleteSubscription "+name, func(ctx context.Context) error {
 		return a.client.SubscriptionAdminClient.DeleteSubscription(ctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: name})
 	})
 }
 
-func (a *clientAdmin) close() error { return a.client.Close() }
+func (a *clientAdmin) Close() error { return a.client.Close() }
 
 // The errors of each call say what to do; PERMISSION_DENIED names the
 // permission the worker's credentials lack, since the prepare step runs with

@@ -1,13 +1,10 @@
-package source
+package prepare
 
 import (
-	"context"
 	"fmt"
 	"maps"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // Owners: the labels on a subscription pubsubio created for a topic say
@@ -28,7 +25,7 @@ import (
 // for another job and TopicSubscriptions.Shared is not set. Jobs are told
 // apart by their --job_name (pubsubio-job); two runs without one are
 // taken for the same job. It returns nil for any other subscription.
-func (o ownedSubscriptions) ownerRejection(name string, desc *pubsubpb.Subscription) error {
+func (o Owned) ownerRejection(name string, desc *pubsubpb.Subscription) error {
 	i := o.index(name)
 	if i < 0 || o.Shared {
 		return nil
@@ -53,7 +50,7 @@ func (o ownedSubscriptions) ownerRejection(name string, desc *pubsubpb.Subscript
 // job (read under Shared). Another run of the same job with the Name it
 // was given leaves them: nobody deletes it. One made by hand keeps the
 // user's labels.
-func (o ownedSubscriptions) claimedLabels(desc *pubsubpb.Subscription, job string) (map[string]string, bool) {
+func (o Owned) claimedLabels(desc *pubsubpb.Subscription, job string) (map[string]string, bool) {
 	labels := desc.GetLabels()
 	if labels[LabelCreatedBy] != LabelCreatedByValue || labels[LabelRead] == o.Label {
 		return nil, false
@@ -72,25 +69,4 @@ func (o ownedSubscriptions) claimedLabels(desc *pubsubpb.Subscription, job strin
 		claimed[LabelShared] = "true" // read under Shared by another job too
 	}
 	return claimed, true
-}
-
-// markOwned marks t, a subscription of the read p that existed, with this
-// read's labels where that matters (claimedLabels).
-func markOwned(ctx context.Context, adm admin, p readPlan, t prepareTarget) error {
-	labels, changed := p.Owned.claimedLabels(t.desc, p.Cfg.setupFor(t.sub).Create.Labels[LabelJob])
-	if !changed {
-		return nil
-	}
-	err := adm.updateLabels(ctx, t.sub.String(), labels)
-	switch status.Code(err) {
-	case codes.OK:
-		return nil
-	case codes.PermissionDenied:
-		return fmt.Errorf("permission denied labelling %s as this read's: the workers' credentials need pubsub.subscriptions.update on it (roles/pubsub.editor), "+
-			"so that the read that created it does not delete it from under this one: %w", t.sub, err)
-	case codes.InvalidArgument, codes.Unimplemented:
-		return fmt.Errorf("labelling %s as this read's: the server cannot update a subscription's labels (the Pub/Sub emulator cannot), "+
-			"so the read that created it could delete it from under this one; give this read another TopicSubscriptions.Name: %w", t.sub, err)
-	}
-	return fmt.Errorf("labelling %s as this read's: %w", t.sub, err)
 }

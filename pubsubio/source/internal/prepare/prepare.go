@@ -1,4 +1,12 @@
-package source
+// Package prepare is the read's prepare step: once per job, before any
+// split reads, it describes every subscription, rejects those the read
+// cannot consume (checks.go), creates missing ones that have create
+// options (createoptions.go), marks the read's own topic subscriptions
+// (owners.go) and seeks those with a start position (startposition.go).
+// It also holds those options' validation, which construction runs, the
+// subscriptions a read creates for its topics (topics.go) and their
+// deletion once the read is done (cleanup.go).
+package prepare
 
 import (
 	"context"
@@ -17,9 +25,9 @@ import (
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
-// prepareCounts is what one prepare run did, reported as metrics by the
-// prepare DoFn whether or not the run succeeded.
-type prepareCounts struct {
+// Counts are what one prepare run did, reported as metrics (Report)
+// whether or not the run succeeded.
+type Counts struct {
 	created  int // subscriptions created
 	seeks    int // seeks performed
 	rejected int // subscriptions refused by a check, or missing without create options
@@ -35,8 +43,8 @@ var (
 	checksWarnedCounter         = beam.NewCounter(metrics.Namespace, "checks_warned")
 )
 
-// report adds what one prepare run did to the job's metrics.
-func (c prepareCounts) report(ctx context.Context) {
+// Report adds what one prepare run did to the job's metrics.
+func (c Counts) Report(ctx context.Context) {
 	for _, m := range []struct {
 		counter beam.Counter
 		n       int
@@ -52,14 +60,32 @@ func (c prepareCounts) report(ctx context.Context) {
 	}
 }
 
-// prepareTarget is one configured subscription as the prepare step sees it.
-type prepareTarget struct {
+// Job is what the prepare step readies: a read's subscriptions with their
+// setup, the subscriptions it creates for its topics, and what the read
+// needs of them. It is built on the worker from the read's plan.
+type Job struct {
+	// Subscriptions are every subscription the read consumes, those of its
+	// topics included (WithTopics).
+	Subscriptions []model.Subscription
+	// Setup is the setup of those that have one, defaults set
+	// (SetupWithDefaults).
+	Setup []SubscriptionSetup
+	// Owned are the subscriptions the read creates for its topics.
+	Owned Owned
+	// Risks are how the read may spend delivery attempts (attempts.go).
+	Risks AttemptRisks
+	// Needs are the read's settings every subscription must suit.
+	Needs Requirements
+}
+
+// target is one configured subscription as the prepare step sees it.
+type target struct {
 	sub   model.Subscription
 	setup SubscriptionSetup
 	desc  *pubsubpb.Subscription // nil while missing
 }
 
-// prepare readies cfg's subscriptions for reading, in phases, so that no
+// Run readies p's subscriptions for reading, in phases, so that no
 // action is taken on the strength of a check that has not run yet:
 //
 //  1. Describe every subscription and check each one. Any rejection, or a
@@ -70,14 +96,14 @@ type prepareTarget struct {
 //     ALREADY_EXISTS (another job got there first) is success; that
 //     subscription's own settings apply, so it is described and checked.
 //     Mark the read's own topic subscriptions that existed with its labels
-//     (prepare_owners.go).
+//     (owners.go).
 //  3. Warn about backwards start positions that can recover only unacked
 //     messages, and dead-letter policies that leave the read little room
 //     (attempts.go).
 //  4. Seek every subscription with a non-default start position. now is
 //     read at each seek, which is when PositionLatest resolves.
-func prepare(ctx context.Context, adm admin, p readPlan, now func() time.Time) (prepareCounts, error) {
-	var counts prepareCounts
+func Run(ctx context.Context, adm Admin, p Job, now func() time.Time) (Counts, error) {
+	var counts Counts
 	targets, err := describeAll(ctx, adm, p, &counts)
 	if err != nil {
 		return counts, fmt.Errorf("pubsubio.Read: preparing the read's subscriptions failed; nothing was created or sought:\n%w", err)
@@ -105,7 +131,7 @@ func prepare(ctx context.Context, adm admin, p readPlan, now func() time.Time) (
 			continue
 		}
 		req := t.setup.Start.seekRequest(t.sub, now())
-		if err := adm.seek(ctx, req); err != nil {
+		if err := adm.Seek(ctx, req); err != nil {
 			return counts, fmt.Errorf("pubsubio.Read: %w", describeSeekError(t.sub, t.setup.Start, req, err))
 		}
 		counts.seeks++
@@ -117,19 +143,19 @@ func prepare(ctx context.Context, adm admin, p readPlan, now func() time.Time) (
 
 // describeAll describes and checks every subscription, and returns every
 // problem at once so that one run names them all.
-func describeAll(ctx context.Context, adm admin, p readPlan, counts *prepareCounts) ([]prepareTarget, error) {
-	targets := make([]prepareTarget, len(p.Cfg.Subscriptions))
+func describeAll(ctx context.Context, adm Admin, p Job, counts *Counts) ([]target, error) {
+	targets := make([]target, len(p.Subscriptions))
 	var errs []error
-	for i, sub := range p.Cfg.Subscriptions {
-		t := prepareTarget{sub: sub, setup: p.Cfg.setupFor(sub)}
-		desc, err := adm.getSubscription(ctx, sub.String())
+	for i, sub := range p.Subscriptions {
+		t := target{sub: sub, setup: SetupFor(p.Setup, sub)}
+		desc, err := adm.GetSubscription(ctx, sub.String())
 		switch {
 		case err == nil:
 			t.desc = desc
-			rejected := rejection(p.Cfg, p.Owned, sub.String(), desc)
+			rejected := rejection(p.Needs, p.Owned, sub.String(), desc)
 			counts.rejected += len(rejected)
 			errs = append(errs, rejected...)
-			if len(rejected) == 0 && slices.Contains(p.Owned.Subscriptions, sub) && !p.Owned.createdBy(desc) {
+			if len(rejected) == 0 && slices.Contains(p.Owned.Subscriptions, sub) && !p.Owned.CreatedBy(desc) {
 				log.Infof(ctx, "pubsubio.Read: %s, the subscription of TopicSubscriptions.Name %q for its topic, already exists and this read did not create it "+
 					"(its labels %v): the read consumes it from where it is, and never deletes it", sub, p.Owned.Name, desc.GetLabels())
 			}
@@ -148,9 +174,9 @@ func describeAll(ctx context.Context, adm admin, p readPlan, counts *prepareCoun
 }
 
 // create creates t's subscription from its create options.
-func create(ctx context.Context, adm admin, p readPlan, t *prepareTarget, counts *prepareCounts) error {
+func create(ctx context.Context, adm Admin, p Job, t *target, counts *Counts) error {
 	o := t.setup.Create
-	created, err := adm.createSubscription(ctx, o.subscriptionProto(t.sub))
+	created, err := adm.CreateSubscription(ctx, o.subscriptionProto(t.sub))
 	switch {
 	case err == nil:
 		counts.created++
@@ -162,15 +188,57 @@ func create(ctx context.Context, adm admin, p readPlan, t *prepareTarget, counts
 	}
 	// Created by someone else since it was described. Creation is not an
 	// update: it keeps its own settings, which were never checked.
-	desc, err := adm.getSubscription(ctx, t.sub.String())
+	desc, err := adm.GetSubscription(ctx, t.sub.String())
 	if err != nil {
 		return describeGetError(t.sub, err)
 	}
-	if rejected := rejection(p.Cfg, p.Owned, t.sub.String(), desc); len(rejected) > 0 {
+	if rejected := rejection(p.Needs, p.Owned, t.sub.String(), desc); len(rejected) > 0 {
 		counts.rejected += len(rejected)
 		return fmt.Errorf("%s was created by someone else while this job was preparing it, with its own settings: %w", t.sub, errors.Join(rejected...))
 	}
 	t.desc = desc
 	log.Infof(ctx, "pubsubio.Read: subscription %s already exists (created concurrently); it keeps its own settings", t.sub)
 	return nil
+}
+
+// rejection returns why sub, as described, cannot be read by a read that
+// needs r, or
+// nil; name is how the error names it. Besides checks, one of the read's
+// own topic subscriptions must be on its topic (wrongTopic) and not
+// created for another job (ownerRejection), which construction cannot
+// know and so does not check.
+func rejection(r Requirements, owned Owned, name string, sub *pubsubpb.Subscription) []error {
+	var errs []error
+	for _, c := range checks {
+		if c.rejects(r, sub) {
+			errs = append(errs, fmt.Errorf("subscription %s cannot be read: %s; %s", name, c.describe(r), c.why))
+		}
+	}
+	for _, err := range []error{owned.wrongTopic(name, sub), owned.ownerRejection(name, sub)} {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// markOwned marks t, a subscription of the read p that existed, with this
+// read's labels where that matters (claimedLabels).
+func markOwned(ctx context.Context, adm Admin, p Job, t target) error {
+	labels, changed := p.Owned.claimedLabels(t.desc, SetupFor(p.Setup, t.sub).Create.Labels[LabelJob])
+	if !changed {
+		return nil
+	}
+	err := adm.UpdateLabels(ctx, t.sub.String(), labels)
+	switch status.Code(err) {
+	case codes.OK:
+		return nil
+	case codes.PermissionDenied:
+		return fmt.Errorf("permission denied labelling %s as this read's: the workers' credentials need pubsub.subscriptions.update on it (roles/pubsub.editor), "+
+			"so that the read that created it does not delete it from under this one: %w", t.sub, err)
+	case codes.InvalidArgument, codes.Unimplemented:
+		return fmt.Errorf("labelling %s as this read's: the server cannot update a subscription's labels (the Pub/Sub emulator cannot), "+
+			"so the read that created it could delete it from under this one; give this read another TopicSubscriptions.Name: %w", t.sub, err)
+	}
+	return fmt.Errorf("labelling %s as this read's: %w", t.sub, err)
 }

@@ -1,4 +1,4 @@
-package source
+package prepare
 
 import (
 	"crypto/rand"
@@ -11,6 +11,7 @@ import (
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/construct"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
@@ -63,14 +64,8 @@ type TopicSubscriptionOptions struct {
 // read creates for topics: Pub/Sub's minimum.
 const DefaultTopicSubscriptionTTL = minExpirationTTL
 
-// The labels every subscription created for a topic carries (docs/subscriptions.md,
-// Reading topics): created-by=pubsubio, the TopicSubscriptions.Name, the
-// job (--job_name, if set) and the read. LabelRead's value is generated
-// once per construction: it marks the subscriptions this read created, or
-// has read since (prepare_owners.go), which are the only ones its cleanup deletes.
-// LabelShared is set on one read under TopicSubscriptions.Shared. Tools
-// that find the subscriptions of jobs that are gone
-// (cmd/pubsubio-orphans) read them.
+// The labels of the subscriptions a read creates for its topics; their
+// meaning is documented where source exports them.
 const (
 	LabelCreatedBy      = "created-by"
 	LabelCreatedByValue = "pubsubio"
@@ -83,12 +78,12 @@ const (
 // reservedLabels are the label keys the read sets itself.
 var reservedLabels = []string{LabelCreatedBy, LabelName, LabelJob, LabelRead, LabelShared}
 
-// ownedSubscriptions are the subscriptions a read creates for its topics:
-// everything the prepare step needs to check each one's topic and owner,
-// and the cleanup of a generated name to delete those that carry Label.
-// Construction moves Topics and TopicSubscriptions of the Config into it
-// (withTopics), and it travels in the read's plan (plan.go).
-type ownedSubscriptions struct {
+// Owned are the subscriptions a read creates for its topics: everything
+// the prepare step needs to check each one's topic and owner, and the
+// cleanup of a generated name to delete those that carry Label.
+// Construction makes it of Config.Topics and TopicSubscriptions
+// (WithTopics), and it travels in the read's plan, as JSON.
+type Owned struct {
 	// Subscriptions and Topics are the subscriptions and their topics, in
 	// the order of Config.Topics.
 	Subscriptions []model.Subscription
@@ -119,55 +114,42 @@ func IsGeneratedName(name string) bool {
 // maxSubscriptionID is Pub/Sub's longest subscription ID.
 const maxSubscriptionID = 255
 
-// withTopics returns cfg with a subscription for each of its Topics added
-// to Subscriptions and its creation to Setup, and Topics and
-// TopicSubscriptions cleared, and the added subscriptions as owned; or
-// what is wrong with Topics and TopicSubscriptions. It generates
-// TopicSubscriptions.Name when it is empty, and the read's LabelRead
-// value: this runs once per construction, and both travel to the workers
-// in the read's plan.
-func (cfg Config) withTopics() (Config, ownedSubscriptions, []error) {
-	if len(cfg.Topics) == 0 {
-		if !cfg.TopicSubscriptions.isZero() {
-			return cfg, ownedSubscriptions{}, []error{errors.New("TopicSubscriptions is set but Topics is empty, so it would configure nothing; add the topics to read, or drop it")}
+// WithTopics returns the subscriptions a read of topics creates, named and
+// configured by opts, with the setup that creates them; or what is wrong
+// with topics and opts. listed are the read's Subscriptions, which must
+// not include them, and needs what the read needs of every subscription.
+// It generates opts.Name when it is empty, and the read's LabelRead value:
+// this runs once per construction, and both travel to the workers in the
+// read's plan.
+func WithTopics(topics []model.Topic, opts TopicSubscriptionOptions, listed []model.Subscription, needs Requirements) (Owned, []SubscriptionSetup, []error) {
+	if len(topics) == 0 {
+		if !opts.isZero() {
+			return Owned{}, nil, []error{errors.New("TopicSubscriptions is set but Topics is empty, so it would configure nothing; add the topics to read, or drop it")}
 		}
-		return cfg, ownedSubscriptions{}, nil
+		return Owned{}, nil, nil
 	}
-	o := &cfg.TopicSubscriptions
-	generated := o.Name == ""
+	generated := opts.Name == ""
 	if generated {
-		o.Name = generatedNamePrefix + randomID()
+		opts.Name = generatedNamePrefix + randomID()
 	}
-	errs := reservedLabelErrors(o.Create.Labels)
+	errs := reservedLabelErrors(opts.Create.Labels)
 	label := randomID()
-	o.Create = o.Create.withTopicDefaults(o.Name, label)
-	errs = append(errs, cfg.validateTopics()...)
+	opts.Create = opts.Create.withTopicDefaults(opts.Name, label)
+	errs = append(errs, validateTopics(topics, opts, listed, needs)...)
 	if len(errs) > 0 {
-		return cfg, ownedSubscriptions{}, errs
+		return Owned{}, nil, errs
 	}
-	owned := ownedSubscriptions{
-		Subscriptions: cfg.topicSubscriptions(), Topics: cfg.Topics,
-		Name: o.Name, Shared: o.Shared, Generated: generated,
-		Label: label, Job: o.Create.Labels[LabelJob],
+	owned := Owned{
+		Topics: topics, Name: opts.Name, Shared: opts.Shared, Generated: generated,
+		Label: label, Job: opts.Create.Labels[LabelJob],
 	}
-	setup := make([]SubscriptionSetup, len(cfg.Topics))
-	for i, t := range cfg.Topics {
-		setup[i] = SubscriptionSetup{Subscription: owned.Subscriptions[i], Create: o.Create}
+	setup := make([]SubscriptionSetup, len(topics))
+	for i, t := range topics {
+		owned.Subscriptions = append(owned.Subscriptions, topicSubscription(opts.Name, t))
+		setup[i] = SubscriptionSetup{Subscription: owned.Subscriptions[i], Create: opts.Create}
 		setup[i].Create.Topic = t
 	}
-	cfg.Subscriptions = slices.Concat(cfg.Subscriptions, owned.Subscriptions)
-	cfg.Setup = slices.Concat(cfg.Setup, setup)
-	cfg.Topics, cfg.TopicSubscriptions = nil, TopicSubscriptionOptions{}
-	return cfg, owned, nil
-}
-
-// topicSubscriptions are the subscriptions of cfg.Topics, in their order.
-func (cfg Config) topicSubscriptions() []model.Subscription {
-	subs := make([]model.Subscription, len(cfg.Topics))
-	for i, t := range cfg.Topics {
-		subs[i] = topicSubscription(cfg.TopicSubscriptions.Name, t)
-	}
-	return subs
+	return owned, setup, nil
 }
 
 // topicSubscription is the subscription a read named name creates for t.
@@ -176,20 +158,19 @@ func topicSubscription(name string, t model.Topic) model.Subscription {
 }
 
 // validateTopics checks Topics and TopicSubscriptions, naming them.
-func (cfg Config) validateTopics() []error {
+func validateTopics(topics []model.Topic, o TopicSubscriptionOptions, subs []model.Subscription, needs Requirements) []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	o := cfg.TopicSubscriptions
 	if !o.Create.Topic.IsZero() {
 		bad("TopicSubscriptions.Create.Topic is %s, but each topic of Topics fills it in; leave it empty", o.Create.Topic)
 	}
 	listed := map[model.Subscription]bool{}
-	for _, s := range cfg.Subscriptions {
+	for _, s := range subs {
 		listed[s] = true
 	}
-	ok := uniqueValid("Topics", "topic", cfg.Topics, bad)
+	ok := construct.UniqueValid("Topics", "topic", topics, bad)
 	seenErr := map[string]bool{}
-	for i, t := range cfg.Topics {
+	for i, t := range topics {
 		if !ok[i] {
 			continue
 		}
@@ -197,10 +178,10 @@ func (cfg Config) validateTopics() []error {
 		invalid := sub.Validate()
 		switch {
 		case len(sub.ID) > maxSubscriptionID:
-			bad("Topics[%d]: its subscription ID %q would be %d characters, over Pub/Sub's %d; shorten TopicSubscriptions.Name", i, text.Truncate(sub.ID, maxQuotedValue), len(sub.ID), maxSubscriptionID)
+			bad("Topics[%d]: its subscription ID %q would be %d characters, over Pub/Sub's %d; shorten TopicSubscriptions.Name", i, text.Truncate(sub.ID, text.MaxQuoted), len(sub.ID), maxSubscriptionID)
 			continue
 		case invalid != nil:
-			bad("TopicSubscriptions.Name %q does not make a valid subscription name for %s: %w", text.Truncate(o.Name, maxQuotedValue), t, invalid)
+			bad("TopicSubscriptions.Name %q does not make a valid subscription name for %s: %w", text.Truncate(o.Name, text.MaxQuoted), t, invalid)
 			continue
 		case listed[sub]:
 			bad("Topics[%d]: its subscription %s is also listed in Subscriptions; read it one way only", i, sub)
@@ -209,7 +190,7 @@ func (cfg Config) validateTopics() []error {
 		create.Topic = t
 		field := "TopicSubscriptions.Create"
 		// The same option is wrong for every topic: say it once.
-		for _, err := range append(create.validate(field), createRejection(cfg, field, sub, create)...) {
+		for _, err := range append(create.validate(field), createRejection(needs, field, sub, create)...) {
 			if msg := err.Error(); !seenErr[msg] {
 				seenErr[msg] = true
 				errs = append(errs, err)
@@ -224,7 +205,7 @@ func (cfg Config) validateTopics() []error {
 // or none (its topic was deleted: Pub/Sub then reports "_deleted-topic_").
 // It returns nil when name is not one of the read's topic subscriptions,
 // or is on the topic the read creates it for.
-func (o ownedSubscriptions) wrongTopic(name string, desc *pubsubpb.Subscription) error {
+func (o Owned) wrongTopic(name string, desc *pubsubpb.Subscription) error {
 	i := o.index(name)
 	if i < 0 || desc.GetTopic() == o.Topics[i].String() {
 		return nil
@@ -237,13 +218,13 @@ func (o ownedSubscriptions) wrongTopic(name string, desc *pubsubpb.Subscription)
 
 // index returns the index of the subscription named name in
 // o.Subscriptions, or -1.
-func (o ownedSubscriptions) index(name string) int {
+func (o Owned) index(name string) int {
 	return slices.IndexFunc(o.Subscriptions, func(sub model.Subscription) bool { return sub.String() == name })
 }
 
-// createdBy reports whether desc carries o's LabelRead: whether this read
+// CreatedBy reports whether desc carries o's LabelRead: whether this read
 // created it.
-func (o ownedSubscriptions) createdBy(desc *pubsubpb.Subscription) bool {
+func (o Owned) CreatedBy(desc *pubsubpb.Subscription) bool {
 	return o.Label != "" && desc.GetLabels()[LabelRead] == o.Label
 }
 
@@ -259,7 +240,7 @@ func reservedLabelErrors(labels map[string]string) []error {
 	for _, k := range reservedLabels {
 		if v, ok := labels[k]; ok {
 			errs = append(errs, fmt.Errorf("TopicSubscriptions.Create.Labels[%q] = %q: the key is reserved, the read sets it on the subscriptions it creates "+
-				"(docs/subscriptions.md, Reading topics; %s=<an ID of this read> is how a bounded read tells the subscriptions it may delete); use another key", k, text.Truncate(v, maxQuotedValue), LabelRead))
+				"(docs/subscriptions.md, Reading topics; %s=<an ID of this read> is how a bounded read tells the subscriptions it may delete); use another key", k, text.Truncate(v, text.MaxQuoted), LabelRead))
 		}
 	}
 	return errs
@@ -291,7 +272,7 @@ func (o SubscriptionCreateOptions) withTopicDefaults(name, read string) Subscrip
 }
 
 // JobLabel is the value of LabelJob on what a job named name (--job_name)
-// creates: name as a valid label value (prepare_labels.go, labelValue).
+// creates: name as a valid label value (labels.go, labelValue).
 func JobLabel(name string) string { return labelValue(name) }
 
 // randomID is randomIDLength random lowercase letters and digits (50

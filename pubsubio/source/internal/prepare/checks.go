@@ -1,12 +1,32 @@
-package source
+package prepare
 
 import (
 	"fmt"
+	"time"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
+
+// Requirements are the read's settings that a subscription must suit,
+// from its Config.
+type Requirements struct {
+	// OrderingPerKey is Config.Ordering PER_KEY: the subscription must
+	// have message ordering enabled.
+	OrderingPerKey bool
+	// MaxDurationPerAckExtension is Config's: under 60 s it cannot bound
+	// the leases of a subscription with exactly-once delivery.
+	MaxDurationPerAckExtension time.Duration
+	// DecodePolicy is Config's: DecodeNack needs a dead-letter policy.
+	DecodePolicy model.DecodePolicy
+}
+
+// minExactlyOnceExtension is the shortest lease extension the client
+// makes on an exactly-once subscription, whatever
+// MaxDurationPerAckExtension says (the client's iterator.go,
+// minDurationPerLeaseExtensionExactlyOnce).
+const minExactlyOnceExtension = 60 * time.Second
 
 // check is one reason the read cannot consume a subscription. The prepare
 // step runs every check against every described subscription before it
@@ -16,11 +36,11 @@ import (
 type check struct {
 	// setting names the subscription setting at fault.
 	setting string
-	// rejects reports whether sub cannot be read under cfg.
-	rejects func(cfg Config, sub *pubsubpb.Subscription) bool
+	// rejects reports whether sub cannot be read by a read that needs r.
+	rejects func(r Requirements, sub *pubsubpb.Subscription) bool
 	// conflict, if set, names the read's own setting that conflicts with
 	// the subscription's, with its value.
-	conflict func(cfg Config) string
+	conflict func(r Requirements) string
 	// why explains the rejection and says what to do about an existing
 	// subscription.
 	why string
@@ -28,13 +48,13 @@ type check struct {
 	createFix string
 }
 
-// describe is the conflict c found under cfg: the subscription's setting,
+// describe is the conflict c found under r: the subscription's setting,
 // and the read's where one is at fault too.
-func (c check) describe(cfg Config) string {
+func (c check) describe(r Requirements) string {
 	if c.conflict == nil {
 		return c.setting
 	}
-	return c.setting + " and " + c.conflict(cfg)
+	return c.setting + " and " + c.conflict(r)
 }
 
 // checks is every rejection. A new policy that needs a subscription setting
@@ -42,21 +62,21 @@ func (c check) describe(cfg Config) string {
 var checks = []check{
 	{
 		setting: "message ordering is disabled",
-		rejects: func(cfg Config, sub *pubsubpb.Subscription) bool {
-			return cfg.Ordering == OrderingPerKey && !sub.GetEnableMessageOrdering()
+		rejects: func(r Requirements, sub *pubsubpb.Subscription) bool {
+			return r.OrderingPerKey && !sub.GetEnableMessageOrdering()
 		},
-		why: "Ordering " + string(OrderingPerKey) + " needs it: Pub/Sub keeps ordering-key order only on ordering-enabled subscriptions, " +
+		why: "Ordering PER_KEY needs it: Pub/Sub keeps ordering-key order only on ordering-enabled subscriptions, " +
 			"so the job would deliver unordered messages without a word. Message ordering is fixed at creation: " +
-			"read a subscription created with message ordering enabled, or use Ordering " + string(OrderingNone),
-		createFix: "Ordering " + string(OrderingPerKey) + " needs it: set EnableMessageOrdering",
+			"read a subscription created with message ordering enabled, or use Ordering NONE",
+		createFix: "Ordering PER_KEY needs it: set EnableMessageOrdering",
 	},
 	{
 		setting: "exactly-once delivery is enabled",
-		rejects: func(cfg Config, sub *pubsubpb.Subscription) bool {
-			return sub.GetEnableExactlyOnceDelivery() && cfg.MaxDurationPerAckExtension > 0 && cfg.MaxDurationPerAckExtension < minExactlyOnceExtension
+		rejects: func(r Requirements, sub *pubsubpb.Subscription) bool {
+			return sub.GetEnableExactlyOnceDelivery() && r.MaxDurationPerAckExtension > 0 && r.MaxDurationPerAckExtension < minExactlyOnceExtension
 		},
-		conflict: func(cfg Config) string {
-			return fmt.Sprintf("MaxDurationPerAckExtension is %v", cfg.MaxDurationPerAckExtension)
+		conflict: func(r Requirements) string {
+			return fmt.Sprintf("MaxDurationPerAckExtension is %v", r.MaxDurationPerAckExtension)
 		},
 		why: "the client extends its leases by at least 60 s, whatever MaxDurationPerAckExtension says, so the bound it sets would not hold: " +
 			"leave MaxDurationPerAckExtension unset or at least 60s, or read a subscription without exactly-once delivery",
@@ -64,8 +84,8 @@ var checks = []check{
 	},
 	{
 		setting: "it has no dead-letter policy",
-		rejects: func(cfg Config, sub *pubsubpb.Subscription) bool {
-			return cfg.DecodePolicy == model.DecodeNack && sub.GetDeadLetterPolicy().GetDeadLetterTopic() == ""
+		rejects: func(r Requirements, sub *pubsubpb.Subscription) bool {
+			return r.DecodePolicy == model.DecodeNack && sub.GetDeadLetterPolicy().GetDeadLetterTopic() == ""
 		},
 		why: "DecodePolicy " + string(model.DecodeNack) + " needs one: it nacks undecodable messages so that the subscription's dead-letter policy " +
 			"forwards them, and without one a poison message is redelivered forever, invisibly. " +
@@ -75,34 +95,14 @@ var checks = []check{
 	},
 }
 
-// rejection returns why sub, as described, cannot be read under cfg, or
-// nil; name is how the error names it. Besides checks, one of the read's
-// own topic subscriptions must be on its topic (wrongTopic) and not
-// created for another job (ownerRejection), which construction cannot
-// know and so does not check.
-func rejection(cfg Config, owned ownedSubscriptions, name string, sub *pubsubpb.Subscription) []error {
-	var errs []error
-	for _, c := range checks {
-		if c.rejects(cfg, sub) {
-			errs = append(errs, fmt.Errorf("subscription %s cannot be read: %s; %s", name, c.describe(cfg), c.why))
-		}
-	}
-	for _, err := range []error{owned.wrongTopic(name, sub), owned.ownerRejection(name, sub)} {
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errs
-}
-
 // createRejection returns why the subscription that o would create cannot
-// be read under cfg; field is how the error names the options.
-func createRejection(cfg Config, field string, name model.Subscription, o SubscriptionCreateOptions) []error {
+// be read by a read that needs r; field is how the error names the options.
+func createRejection(r Requirements, field string, name model.Subscription, o SubscriptionCreateOptions) []error {
 	var errs []error
 	sub := o.subscriptionProto(name)
 	for _, c := range checks {
-		if c.rejects(cfg, sub) {
-			errs = append(errs, fmt.Errorf("%s would create a subscription the read rejects: %s; %s", field, c.describe(cfg), c.createFix))
+		if c.rejects(r, sub) {
+			errs = append(errs, fmt.Errorf("%s would create a subscription the read rejects: %s; %s", field, c.describe(r), c.createFix))
 		}
 	}
 	return errs

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/source/internal/prepare"
 )
 
 var (
@@ -175,7 +176,7 @@ func TestSetupDefaults(t *testing.T) {
 	if in.Setup[0].Start.Kind != "" {
 		t.Errorf("withDefaults wrote %q into the caller's Setup", in.Setup[0].Start.Kind)
 	}
-	other := cfg.setupFor(model.SubscriptionOf("pubsubio-test", "not-set-up"))
+	other := prepare.SetupFor(cfg.Setup, model.SubscriptionOf("pubsubio-test", "not-set-up"))
 	if !other.Create.IsZero() || other.Start.Kind != PositionResume {
 		t.Errorf("a subscription without an entry gets %+v, want no create options and %s", other, PositionResume)
 	}

@@ -1,4 +1,4 @@
-package source
+package prepare
 
 import (
 	"fmt"
@@ -26,12 +26,12 @@ func labelProblems(labels map[string]string) []error {
 		errs = append(errs, fmt.Errorf("%s has %d labels, over Pub/Sub's %d", "Labels", len(labels), maxLabels))
 	}
 	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		name := fmt.Sprintf("Labels[%q]", text.Truncate(k, maxQuotedValue))
+		name := fmt.Sprintf("Labels[%q]", text.Truncate(k, text.MaxQuoted))
 		if why := labelKeyProblem(k); why != "" {
 			errs = append(errs, fmt.Errorf("%s: the key %s", name, why))
 		}
 		if why := labelValueProblem(labels[k]); why != "" {
-			errs = append(errs, fmt.Errorf("%s: the value %q %s", name, text.Truncate(labels[k], maxQuotedValue), why))
+			errs = append(errs, fmt.Errorf("%s: the value %q %s", name, text.Truncate(labels[k], text.MaxQuoted), why))
 		}
 	}
 	return errs

@@ -1,4 +1,4 @@
-package source
+package prepare
 
 import (
 	"testing"
@@ -30,11 +30,11 @@ func TestStartPositionSeekRequests(t *testing.T) {
 		pos  StartPosition
 		want *pubsubpb.SeekRequest
 	}{
-		{StartEarliestRetained(), seekToTime(setupSub, now.Add(-31*24*time.Hour))},
-		{StartLatest(), seekToTime(setupSub, now)},
-		{StartFromTimestamp(at), seekToTime(setupSub, at)},
-		{StartFromSnapshot("snap-1"), seekToSnapshot(setupSub, "projects/pubsubio-test/snapshots/snap-1")},
-		{StartFromSnapshot("projects/other-project/snapshots/snap-2"), seekToSnapshot(setupSub, "projects/other-project/snapshots/snap-2")},
+		{StartPosition{Kind: PositionEarliestRetained}, seekToTime(setupSub, now.Add(-31*24*time.Hour))},
+		{StartPosition{Kind: PositionLatest}, seekToTime(setupSub, now)},
+		{StartPosition{Kind: PositionTimestamp, Time: at}, seekToTime(setupSub, at)},
+		{StartPosition{Kind: PositionSnapshot, Snapshot: "snap-1"}, seekToSnapshot(setupSub, "projects/pubsubio-test/snapshots/snap-1")},
+		{StartPosition{Kind: PositionSnapshot, Snapshot: "projects/other-project/snapshots/snap-2"}, seekToSnapshot(setupSub, "projects/other-project/snapshots/snap-2")},
 	}
 	for _, c := range cases {
 		got := c.pos.seekRequest(setupSub, now)

@@ -1,7 +1,6 @@
-package source
+package prepare
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -17,58 +16,6 @@ import (
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
-var prepareNow = time.Date(2030, 5, 6, 7, 8, 9, 0, time.UTC)
-
-// existingSub is a subscription as Pub/Sub describes it, on setupTopic.
-func existingSub(sub model.Subscription, edit func(*pubsubpb.Subscription)) *pubsubpb.Subscription {
-	s := &pubsubpb.Subscription{Name: sub.String(), Topic: setupTopic.String(), AckDeadlineSeconds: 10}
-	if edit != nil {
-		edit(s)
-	}
-	return s
-}
-
-// preparePlan is the plan of a valid configuration reading subs with
-// setup.
-func preparePlan(t *testing.T, subs []model.Subscription, edit func(*Config), setup ...SubscriptionSetup) readPlan {
-	t.Helper()
-	p := testPlan(t, func(c *Config) {
-		c.Subscriptions, c.Setup = subs, setup
-		if edit != nil {
-			edit(c)
-		}
-	})
-	// No risks: the dead-letter warnings are
-	// TestPrepareWarnsAboutATightDeadLetterPolicy's.
-	p.Risks = attemptRisks{}
-	return p
-}
-
-func runPrepare(t *testing.T, adm *fakeAdmin, p readPlan) (prepareCounts, error) {
-	t.Helper()
-	return prepare(context.Background(), adm, p, func() time.Time { return prepareNow })
-}
-
-func wantErrorContaining(t *testing.T, err error, wants ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("prepare succeeded; want an error containing %q", wants)
-	}
-	for _, w := range wants {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error does not contain %q:\n%v", w, err)
-		}
-	}
-}
-
-// wantOnlyDescribes checks that nothing but GetSubscription was called.
-func wantOnlyDescribes(t *testing.T, adm *fakeAdmin) {
-	t.Helper()
-	if c, s := adm.count("create"), adm.count("seek"); c != 0 || s != 0 {
-		t.Errorf("%d creates and %d seeks issued although a rejection was coming; calls: %q", c, s, adm.calls())
-	}
-}
-
 // Every rejection fails the prepare step with an error naming the
 // subscription, the setting and what to do, and counts it.
 func TestPrepareRejections(t *testing.T) {
@@ -76,17 +23,17 @@ func TestPrepareRejections(t *testing.T) {
 	cases := []struct {
 		name     string
 		existing []*pubsubpb.Subscription
-		edit     func(*Config)
+		edit     func(*Job)
 		wants    []string
 	}{
 		{"PER_KEY on an unordered subscription", []*pubsubpb.Subscription{existingSub(sub, nil)},
-			func(c *Config) { c.Ordering = OrderingPerKey },
+			func(j *Job) { j.Needs.OrderingPerKey = true },
 			[]string{sub.String(), "message ordering is disabled", "PER_KEY", "fixed at creation", "Ordering NONE"}},
 		{"exactly-once delivery with short lease extensions", []*pubsubpb.Subscription{existingSub(sub, func(s *pubsubpb.Subscription) { s.EnableExactlyOnceDelivery = true })},
-			func(c *Config) { c.MaxDurationPerAckExtension = 30 * time.Second },
+			func(j *Job) { j.Needs.MaxDurationPerAckExtension = 30 * time.Second },
 			[]string{sub.String(), "exactly-once delivery is enabled and MaxDurationPerAckExtension is 30s", "at least 60 s", "MaxDurationPerAckExtension unset or at least 60s"}},
 		{"NACK without a dead-letter policy", []*pubsubpb.Subscription{existingSub(sub, nil)},
-			func(c *Config) { c.DecodePolicy = model.DecodeNack },
+			func(j *Job) { j.Needs.DecodePolicy = model.DecodeNack },
 			[]string{sub.String(), "no dead-letter policy", "redelivered forever", "--dead-letter-topic", "DecodePolicy DEAD_LETTER"}},
 		{"missing without create options", nil, nil,
 			[]string{sub.String(), "does not exist", "no create options", "Setup", "Create.Topic"}},
@@ -94,7 +41,7 @@ func TestPrepareRejections(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			adm := newFakeAdmin(c.existing...)
-			counts, err := runPrepare(t, adm, preparePlan(t, []model.Subscription{sub}, c.edit))
+			counts, err := runPrepare(t, adm, testJob([]model.Subscription{sub}, c.edit))
 			wantErrorContaining(t, err, append(c.wants, "nothing was created or sought")...)
 			if counts.rejected != 1 {
 				t.Errorf("rejected %d, want 1", counts.rejected)
@@ -110,7 +57,7 @@ func TestPrepareAcceptsExactlyOnce(t *testing.T) {
 	sub := testSubs(1)[0]
 	for _, extension := range []time.Duration{0, time.Minute} {
 		adm := newFakeAdmin(existingSub(sub, func(s *pubsubpb.Subscription) { s.EnableExactlyOnceDelivery = true }))
-		counts, err := runPrepare(t, adm, preparePlan(t, []model.Subscription{sub}, func(c *Config) { c.MaxDurationPerAckExtension = extension }))
+		counts, err := runPrepare(t, adm, testJob([]model.Subscription{sub}, func(j *Job) { j.Needs.MaxDurationPerAckExtension = extension }))
 		if err != nil || counts.rejected != 0 {
 			t.Errorf("MaxDurationPerAckExtension %v: %v, %d rejected; want the subscription read", extension, err, counts.rejected)
 		}
@@ -127,9 +74,9 @@ func TestPrepareNoActionWhenAnyRejectionIsComing(t *testing.T) {
 		existingSub(subs[2], func(s *pubsubpb.Subscription) { s.EnableExactlyOnceDelivery = true }),
 	)
 	adm.errs["get "+subs[3].String()] = status.Error(codes.Unavailable, "try again")
-	cfg := preparePlan(t, subs, func(c *Config) { c.MaxDurationPerAckExtension = 30 * time.Second },
-		SubscriptionSetup{Subscription: subs[0], Create: SubscriptionCreateOptions{Topic: setupTopic}, Start: StartLatest()},
-		SubscriptionSetup{Subscription: subs[1], Start: StartFromTimestamp(prepareNow.Add(-time.Hour))},
+	cfg := testJob(subs, func(j *Job) { j.Needs.MaxDurationPerAckExtension = 30 * time.Second },
+		SubscriptionSetup{Subscription: subs[0], Create: SubscriptionCreateOptions{Topic: setupTopic}, Start: StartPosition{Kind: PositionLatest}},
+		SubscriptionSetup{Subscription: subs[1], Start: StartPosition{Kind: PositionTimestamp, Time: prepareNow.Add(-time.Hour)}},
 	)
 	counts, err := runPrepare(t, adm, cfg)
 	wantErrorContaining(t, err, subs[2].String(), "exactly-once", subs[3].String(), "try again")
@@ -137,7 +84,7 @@ func TestPrepareNoActionWhenAnyRejectionIsComing(t *testing.T) {
 	if got := adm.count("get"); got != len(subs) {
 		t.Errorf("%d subscriptions described, want all %d before deciding: %q", got, len(subs), adm.calls())
 	}
-	if counts != (prepareCounts{rejected: 1}) {
+	if counts != (Counts{rejected: 1}) {
 		t.Errorf("counts %+v, want one rejection and nothing else", counts)
 	}
 }
@@ -150,7 +97,7 @@ func TestPrepareCreatesEachWithItsOwnSettings(t *testing.T) {
 	optsA := SubscriptionCreateOptions{Topic: setupTopic, AckDeadline: time.Minute, RetainAckedMessages: true, Filter: `attributes:kind`}
 	optsB := SubscriptionCreateOptions{Topic: other, EnableMessageOrdering: true, NeverExpire: true, DeadLetterTopic: deadTopic, MaxDeliveryAttempts: 9}
 	adm := newFakeAdmin(existingSub(subs[1], nil))
-	cfg := preparePlan(t, subs, nil,
+	cfg := testJob(subs, nil,
 		SubscriptionSetup{Subscription: subs[0], Create: optsA},
 		// Create options on an existing subscription are not applied.
 		SubscriptionSetup{Subscription: subs[1], Create: optsB},
@@ -173,7 +120,7 @@ func TestPrepareCreatesEachWithItsOwnSettings(t *testing.T) {
 	if got := adm.calls(); !slices.Equal(got, wantCalls) {
 		t.Errorf("calls %q, want %q", got, wantCalls)
 	}
-	if counts != (prepareCounts{created: 2}) {
+	if counts != (Counts{created: 2}) {
 		t.Errorf("counts %+v, want two creations", counts)
 	}
 	if !proto.Equal(adm.subs[subs[1].String()], existingSub(subs[1], nil)) {
@@ -191,8 +138,8 @@ func TestPrepareAlreadyExistsLeavesTheExistingOneAlone(t *testing.T) {
 	})
 	adm := newFakeAdmin()
 	adm.racing[sub.String()] = theirs
-	cfg := preparePlan(t, []model.Subscription{sub}, nil,
-		SubscriptionSetup{Subscription: sub, Create: SubscriptionCreateOptions{Topic: setupTopic, AckDeadline: 20 * time.Second}, Start: StartLatest()})
+	cfg := testJob([]model.Subscription{sub}, nil,
+		SubscriptionSetup{Subscription: sub, Create: SubscriptionCreateOptions{Topic: setupTopic, AckDeadline: 20 * time.Second}, Start: StartPosition{Kind: PositionLatest}})
 	counts, err := runPrepare(t, adm, cfg)
 	if err != nil {
 		t.Fatalf("ALREADY_EXISTS failed the prepare step: %v", err)
@@ -204,7 +151,7 @@ func TestPrepareAlreadyExistsLeavesTheExistingOneAlone(t *testing.T) {
 	if got := adm.calls(); !slices.Equal(got, wantCalls) {
 		t.Errorf("calls %q, want %q", got, wantCalls)
 	}
-	if counts != (prepareCounts{seeks: 1, warned: 0}) {
+	if counts != (Counts{seeks: 1, warned: 0}) {
 		t.Errorf("counts %+v, want one seek and no creation counted", counts)
 	}
 
@@ -212,7 +159,7 @@ func TestPrepareAlreadyExistsLeavesTheExistingOneAlone(t *testing.T) {
 	// nothing is sought.
 	adm = newFakeAdmin()
 	adm.racing[sub.String()] = existingSub(sub, func(s *pubsubpb.Subscription) { s.EnableExactlyOnceDelivery = true })
-	cfg.Cfg.MaxDurationPerAckExtension = 30 * time.Second
+	cfg.Needs.MaxDurationPerAckExtension = 30 * time.Second
 	counts, err = runPrepare(t, adm, cfg)
 	wantErrorContaining(t, err, sub.String(), "created by someone else", "exactly-once", "nothing was sought")
 	if adm.count("seek") != 0 || counts.rejected != 1 {
@@ -230,11 +177,11 @@ func TestPrepareSeeksEachStartPositionOnce(t *testing.T) {
 	}
 	adm := newFakeAdmin(existing...)
 	at := prepareNow.Add(-2 * time.Hour)
-	cfg := preparePlan(t, subs, nil,
-		SubscriptionSetup{Subscription: subs[0], Start: StartEarliestRetained()},
-		SubscriptionSetup{Subscription: subs[1], Start: StartLatest()},
-		SubscriptionSetup{Subscription: subs[2], Start: StartFromTimestamp(at)},
-		SubscriptionSetup{Subscription: subs[3], Start: StartFromSnapshot("snap")},
+	cfg := testJob(subs, nil,
+		SubscriptionSetup{Subscription: subs[0], Start: StartPosition{Kind: PositionEarliestRetained}},
+		SubscriptionSetup{Subscription: subs[1], Start: StartPosition{Kind: PositionLatest}},
+		SubscriptionSetup{Subscription: subs[2], Start: StartPosition{Kind: PositionTimestamp, Time: at}},
+		SubscriptionSetup{Subscription: subs[3], Start: StartPosition{Kind: PositionSnapshot, Snapshot: "snap"}},
 		SubscriptionSetup{Subscription: subs[4], Create: SubscriptionCreateOptions{Topic: setupTopic}},
 	)
 	counts, err := runPrepare(t, adm, cfg)
@@ -260,7 +207,7 @@ func TestPrepareSeeksEachStartPositionOnce(t *testing.T) {
 	if i := slices.Index(calls, "create "+subs[4].String()); i < 0 || i > firstSeek {
 		t.Errorf("calls %q: the creation does not precede every seek", calls)
 	}
-	if counts != (prepareCounts{created: 1, seeks: 4}) {
+	if counts != (Counts{created: 1, seeks: 4}) {
 		t.Errorf("counts %+v, want 1 creation and 4 seeks", counts)
 	}
 }
@@ -277,17 +224,17 @@ func TestPrepareWarnsWhenBackwardsPositionCannotReplayAcked(t *testing.T) {
 		pos  StartPosition
 		warn bool
 	}{
-		{"timestamp, no retention", nil, StartFromTimestamp(prepareNow.Add(-time.Hour)), true},
-		{"earliest, no retention", nil, StartEarliestRetained(), true},
-		{"earliest, retains acked", func(s *pubsubpb.Subscription) { s.RetainAckedMessages = true }, StartEarliestRetained(), false},
-		{"earliest, topic retention", func(s *pubsubpb.Subscription) { s.TopicMessageRetentionDuration = durationpb.New(time.Hour) }, StartEarliestRetained(), false},
-		{"latest, no retention", nil, StartLatest(), false},
-		{"snapshot, no retention", nil, StartFromSnapshot("snap"), false},
+		{"timestamp, no retention", nil, StartPosition{Kind: PositionTimestamp, Time: prepareNow.Add(-time.Hour)}, true},
+		{"earliest, no retention", nil, StartPosition{Kind: PositionEarliestRetained}, true},
+		{"earliest, retains acked", func(s *pubsubpb.Subscription) { s.RetainAckedMessages = true }, StartPosition{Kind: PositionEarliestRetained}, false},
+		{"earliest, topic retention", func(s *pubsubpb.Subscription) { s.TopicMessageRetentionDuration = durationpb.New(time.Hour) }, StartPosition{Kind: PositionEarliestRetained}, false},
+		{"latest, no retention", nil, StartPosition{Kind: PositionLatest}, false},
+		{"snapshot, no retention", nil, StartPosition{Kind: PositionSnapshot, Snapshot: "snap"}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			adm := newFakeAdmin(existingSub(sub, c.desc))
-			counts, err := runPrepare(t, adm, preparePlan(t, []model.Subscription{sub}, nil, SubscriptionSetup{Subscription: sub, Start: c.pos}))
+			counts, err := runPrepare(t, adm, testJob([]model.Subscription{sub}, nil, SubscriptionSetup{Subscription: sub, Start: c.pos}))
 			if err != nil {
 				t.Fatalf("prepare: %v", err)
 			}
@@ -299,7 +246,7 @@ func TestPrepareWarnsWhenBackwardsPositionCannotReplayAcked(t *testing.T) {
 			}
 		})
 	}
-	msg := retentionWarning(sub.String(), StartEarliestRetained(), existingSub(sub, nil))
+	msg := retentionWarning(sub.String(), StartPosition{Kind: PositionEarliestRetained}, existingSub(sub, nil))
 	for _, want := range []string{sub.String(), "EARLIEST_RETAINED", "never acked", "retain acked messages", "message retention on the topic"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("warning does not contain %q: %s", want, msg)
@@ -321,8 +268,8 @@ func TestPreparePermissionDeniedNamesThePermission(t *testing.T) {
 		{"get", "get", StartPosition{}, true, []string{"permission denied describing", sub.String(), "pubsub.subscriptions.get", "roles/pubsub.viewer"}},
 		{"create", "create", StartPosition{}, false, []string{"permission denied creating", sub.String(), "pubsub.subscriptions.create", "project pubsubio-test",
 			"pubsub.topics.attachSubscription", setupTopic.String(), "roles/pubsub.editor"}},
-		{"seek to a time", "seek", StartLatest(), true, []string{"permission denied seeking", sub.String(), "pubsub.subscriptions.consume", "roles/pubsub.subscriber"}},
-		{"seek to a snapshot", "seek", StartFromSnapshot("snap"), true, []string{"permission denied seeking", "pubsub.subscriptions.consume",
+		{"seek to a time", "seek", StartPosition{Kind: PositionLatest}, true, []string{"permission denied seeking", sub.String(), "pubsub.subscriptions.consume", "roles/pubsub.subscriber"}},
+		{"seek to a snapshot", "seek", StartPosition{Kind: PositionSnapshot, Snapshot: "snap"}, true, []string{"permission denied seeking", "pubsub.subscriptions.consume",
 			"pubsub.snapshots.seek on projects/pubsubio-test/snapshots/snap"}},
 	}
 	for _, c := range cases {
@@ -332,7 +279,7 @@ func TestPreparePermissionDeniedNamesThePermission(t *testing.T) {
 				adm = newFakeAdmin(existingSub(sub, nil))
 			}
 			adm.errs[c.call+" "+sub.String()] = denied
-			cfg := preparePlan(t, []model.Subscription{sub}, nil,
+			cfg := testJob([]model.Subscription{sub}, nil,
 				SubscriptionSetup{Subscription: sub, Create: SubscriptionCreateOptions{Topic: setupTopic}, Start: c.start})
 			_, err := runPrepare(t, adm, cfg)
 			wantErrorContaining(t, err, c.wants...)
@@ -356,11 +303,11 @@ func TestPrepareCallFailuresSayWhatToDo(t *testing.T) {
 	}{
 		{"create on a missing topic", "create", status.Error(codes.NotFound, "Topic not found"), StartPosition{}, false,
 			[]string{"creating " + sub.String(), setupTopic.String(), "does not exist", "never creates topics"}},
-		{"seek to a missing snapshot", "seek", status.Error(codes.NotFound, "Snapshot not found"), StartFromSnapshot("gone"), true,
+		{"seek to a missing snapshot", "seek", status.Error(codes.NotFound, "Snapshot not found"), StartPosition{Kind: PositionSnapshot, Snapshot: "gone"}, true,
 			[]string{"snapshot projects/pubsubio-test/snapshots/gone does not exist"}},
-		{"seek to a snapshot of another topic", "seek", status.Error(codes.FailedPrecondition, "mismatched topic"), StartFromSnapshot("other"), true,
+		{"seek to a snapshot of another topic", "seek", status.Error(codes.FailedPrecondition, "mismatched topic"), StartPosition{Kind: PositionSnapshot, Snapshot: "other"}, true,
 			[]string{"projects/pubsubio-test/snapshots/other", "topic it was taken from"}},
-		{"seek the emulator cannot do", "seek", status.Error(codes.Unimplemented, "Unimplemented"), StartLatest(), true,
+		{"seek the emulator cannot do", "seek", status.Error(codes.Unimplemented, "Unimplemented"), StartPosition{Kind: PositionLatest}, true,
 			[]string{"does not implement", "emulator", "ordering-enabled"}},
 	}
 	for _, c := range cases {
@@ -370,7 +317,7 @@ func TestPrepareCallFailuresSayWhatToDo(t *testing.T) {
 				adm = newFakeAdmin(existingSub(sub, nil))
 			}
 			adm.errs[c.call+" "+sub.String()] = c.err
-			cfg := preparePlan(t, []model.Subscription{sub}, nil,
+			cfg := testJob([]model.Subscription{sub}, nil,
 				SubscriptionSetup{Subscription: sub, Create: SubscriptionCreateOptions{Topic: setupTopic}, Start: c.start})
 			_, err := runPrepare(t, adm, cfg)
 			wantErrorContaining(t, err, c.wants...)

@@ -1,4 +1,4 @@
-package source
+package prepare
 
 import (
 	"fmt"
@@ -35,11 +35,12 @@ var claims = struct {
 	byGraph map[weak.Pointer[graph.Graph]]map[model.Subscription]claim
 }{byGraph: map[weak.Pointer[graph.Graph]]map[model.Subscription]claim{}}
 
-// claimSubscriptions records that the read p, built in s, consumes its
-// subscriptions, or returns why another read of s's pipeline already
-// consumes one of its topic subscriptions, or one of its subscriptions as
-// a topic subscription. It records nothing when it refuses.
-func claimSubscriptions(s beam.Scope, p readPlan) error {
+// Claim records that a read built in s consumes subs, of which it creates
+// owned for its topics, or returns why another read of s's pipeline
+// already consumes one of its topic subscriptions, or one of its
+// subscriptions as a topic subscription. It records nothing when it
+// refuses.
+func Claim(s beam.Scope, subs []model.Subscription, owned Owned) error {
 	g := pipelineOf(s)
 	if g == nil {
 		return nil
@@ -49,15 +50,15 @@ func claimSubscriptions(s beam.Scope, p readPlan) error {
 	defer claims.mu.Unlock()
 	held := claims.byGraph[key]
 	var errs []error
-	for _, sub := range p.Cfg.Subscriptions {
-		topic := slices.Index(p.Owned.Subscriptions, sub) // its index in Topics, or -1
+	for _, sub := range subs {
+		topic := slices.Index(owned.Subscriptions, sub) // its index in Topics, or -1
 		other, ok := held[sub]
 		if !ok || topic < 0 && !other.owned {
 			continue
 		}
 		subject := fmt.Sprintf("Subscriptions: %s", sub)
 		if topic >= 0 {
-			subject = fmt.Sprintf("Topics[%d]: its subscription %s (TopicSubscriptions.Name %q)", topic, sub, p.Owned.Name)
+			subject = fmt.Sprintf("Topics[%d]: its subscription %s (TopicSubscriptions.Name %q)", topic, sub, owned.Name)
 		}
 		how := "read"
 		if other.owned {
@@ -74,9 +75,9 @@ func claimSubscriptions(s beam.Scope, p readPlan) error {
 		claims.byGraph[key] = held
 		runtime.AddCleanup(g, forgetPipeline, key)
 	}
-	for _, sub := range p.Cfg.Subscriptions {
+	for _, sub := range subs {
 		if _, ok := held[sub]; !ok {
-			held[sub] = claim{scope: s.String(), owned: slices.Contains(p.Owned.Subscriptions, sub)}
+			held[sub] = claim{scope: s.String(), owned: slices.Contains(owned.Subscriptions, sub)}
 		}
 	}
 	return nil
