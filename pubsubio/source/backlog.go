@@ -2,7 +2,6 @@ package source
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/backlog"
-	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/text"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 
@@ -25,19 +23,6 @@ import (
 // the splits' progress and size, and the backlog gauges
 // (backlogprogress.go), and the watermark (backlogwatermark.go).
 
-// BacklogMode says whether the read samples its subscriptions' backlog.
-type BacklogMode string
-
-const (
-	// BacklogAuto samples against production Pub/Sub, and beside an
-	// emulator when Connection.MonitoringEndpoint names a Cloud Monitoring
-	// stand-in.
-	BacklogAuto BacklogMode = "AUTO"
-	// BacklogOff never samples: progress reports one unit of work remaining
-	// and the watermark is estimated from arrivals alone.
-	BacklogOff BacklogMode = "OFF"
-)
-
 // backlogInterval is how often a subscription is sampled: the service
 // measures its backlog every 60 s, so asking more often learns nothing.
 const backlogInterval = time.Minute
@@ -45,21 +30,6 @@ const backlogInterval = time.Minute
 // sampling reports whether the read samples backlog.
 func (cfg Config) sampling() bool {
 	return cfg.Backlog != BacklogOff && cfg.Connection.Monitors()
-}
-
-// validateBacklog checks Backlog against Connection.
-func (cfg Config) validateBacklog() []error {
-	switch cfg.Backlog {
-	case BacklogAuto:
-		return nil
-	case BacklogOff:
-		if cfg.Connection.MonitoringEndpoint != "" {
-			return []error{fmt.Errorf("Connection.MonitoringEndpoint %q is set but Backlog is %s, so nothing would ask it: leave MonitoringEndpoint empty, or Backlog unset to sample the backlog",
-				cfg.Connection.MonitoringEndpoint, BacklogOff)}
-		}
-		return nil
-	}
-	return []error{fmt.Errorf("unknown Backlog %q: use %q (sample the backlog) or %q (never)", text.Truncate(string(cfg.Backlog), text.MaxQuoted), BacklogAuto, BacklogOff)}
 }
 
 // backlogKey identifies a Monitoring connection: samplers are shared by

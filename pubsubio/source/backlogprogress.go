@@ -4,9 +4,7 @@ import (
 	"context"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 
-	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/backlog"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
@@ -71,40 +69,5 @@ func (r *splitReader) reportBacklog(ctx context.Context) {
 	}
 	if sample.OldestAge.Known() {
 		g.oldestAgeMillis.Set(ctx, sample.OldestAge.Value*1000)
-	}
-}
-
-// remainingWork is split's share of the backlog bytes in sample (ok false:
-// none), at least one unit: what the split reports while it runs.
-func (fn *readFn) remainingWork(split Split, sample backlog.Sample, ok bool) float64 {
-	if !ok || !sample.Bytes.Known() {
-		return 1
-	}
-	share := float64(sample.Bytes.Value) / float64(siblingsOf(split.Index, fn.SplitCount, len(fn.Cfg.Subscriptions)))
-	return max(share, 1)
-}
-
-// backlogSize is RestrictionSize: the split's backlog share for a
-// restriction that reads on, from the process's latest sample; one unit
-// for the final, ack-only one.
-func (fn *readFn) backlogSize(split Split, rest Restriction) float64 {
-	if rest.Final || !fn.Cfg.sampling() {
-		return 1
-	}
-	sample, ok := sampleOf(fn.Cfg.Connection, split.Subscription)
-	return fn.remainingWork(split, sample, ok)
-}
-
-// trackBacklog lets the bundle's tracker report r's backlog share as its
-// remaining work.
-func (fn *readFn) trackBacklog(rt *sdf.LockRTracker, r *splitReader, split Split) {
-	if r.backlog == nil {
-		return
-	}
-	rt.Mu.Lock()
-	defer rt.Mu.Unlock()
-	rt.Rt.(*tracker).remaining = func() float64 {
-		sample, ok := r.backlog.latest()
-		return fn.remainingWork(split, sample, ok)
 	}
 }

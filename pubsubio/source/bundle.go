@@ -44,33 +44,6 @@ func (r *splitReader) beginBundle(ctx context.Context, rest Restriction, limit i
 	return r.ledger.drain(limit, rest.Seq, now), nil
 }
 
-// splitState is what a bundle needs at its end to decide how to continue,
-// and the split's watermark needs (watermark.go).
-type splitState struct {
-	at       time.Time
-	buffered int
-	withheld int
-	// listening is false while the split's subscriber is stopped, waits for
-	// room in the budget or withholds deliveries, holds as much as flow
-	// control lets Pub/Sub send, or its stream fails (within
-	// WatermarkMaxOutage): what arrives after that has waited on the server.
-	listening bool
-	// listenedAt is when the split last listened: at while it listens, and
-	// otherwise the last arrival or bundle end that found it listening.
-	listenedAt time.Time
-	// listeningSince is when the split last received a message, or started
-	// listening (as far as bundle ends saw); at while it is not listening,
-	// so that it never looks idle then.
-	listeningSince time.Time
-	// maxLag is the largest lag of the arrivals within WatermarkWindow, if
-	// hasLag.
-	maxLag time.Duration
-	hasLag bool
-	// oldestBuffered is the oldest event time among the buffered messages
-	// (zero if none): they are emitted later.
-	oldestBuffered time.Time
-}
-
 // endBundle nacks what the bundle could not decode under DecodeNack, sets
 // the split's own watermark under policy, and returns the split's state.
 func (r *splitReader) endBundle(nacks []*delivery, policy watermarkPolicy) splitState {

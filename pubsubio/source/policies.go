@@ -99,3 +99,16 @@ type FlinkCheckpoints struct {
 	// Flink.
 	Patience time.Duration
 }
+
+// BacklogMode says whether the read samples its subscriptions' backlog.
+type BacklogMode string
+
+const (
+	// BacklogAuto samples against production Pub/Sub, and beside an
+	// emulator when Connection.MonitoringEndpoint names a Cloud Monitoring
+	// stand-in.
+	BacklogAuto BacklogMode = "AUTO"
+	// BacklogOff never samples: progress reports one unit of work remaining
+	// and the watermark is estimated from arrivals alone.
+	BacklogOff BacklogMode = "OFF"
+)

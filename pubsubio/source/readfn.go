@@ -12,6 +12,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/backlog"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/source/internal/commit"
 )
@@ -279,4 +280,39 @@ func (fn *readFn) deadLetter(r *splitReader, stage dlq.FailureStage, d *delivery
 func lateError(eventTime, watermark time.Time) error {
 	return fmt.Errorf("event time %s is behind the watermark %s the read had already reported: a window downstream may have fired without it",
 		eventTime.UTC().Format(time.RFC3339Nano), watermark.UTC().Format(time.RFC3339Nano))
+}
+
+// remainingWork is split's share of the backlog bytes in sample (ok false:
+// none), at least one unit: what the split reports while it runs.
+func (fn *readFn) remainingWork(split Split, sample backlog.Sample, ok bool) float64 {
+	if !ok || !sample.Bytes.Known() {
+		return 1
+	}
+	share := float64(sample.Bytes.Value) / float64(siblingsOf(split.Index, fn.SplitCount, len(fn.Cfg.Subscriptions)))
+	return max(share, 1)
+}
+
+// backlogSize is RestrictionSize: the split's backlog share for a
+// restriction that reads on, from the process's latest sample; one unit
+// for the final, ack-only one.
+func (fn *readFn) backlogSize(split Split, rest Restriction) float64 {
+	if rest.Final || !fn.Cfg.sampling() {
+		return 1
+	}
+	sample, ok := sampleOf(fn.Cfg.Connection, split.Subscription)
+	return fn.remainingWork(split, sample, ok)
+}
+
+// trackBacklog lets the bundle's tracker report r's backlog share as its
+// remaining work.
+func (fn *readFn) trackBacklog(rt *sdf.LockRTracker, r *splitReader, split Split) {
+	if r.backlog == nil {
+		return
+	}
+	rt.Mu.Lock()
+	defer rt.Mu.Unlock()
+	rt.Rt.(*tracker).remaining = func() float64 {
+		sample, ok := r.backlog.latest()
+		return fn.remainingWork(split, sample, ok)
+	}
 }

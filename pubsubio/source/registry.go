@@ -2,8 +2,6 @@ package source
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"sync"
 	"time"
 
@@ -11,19 +9,6 @@ import (
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
-
-// processID identifies this worker process in the restrictions it emits, so
-// that a residual resuming here acks through the held messages and one
-// resuming elsewhere uses the Acknowledge RPC.
-var processID = newProcessID()
-
-func newProcessID() string {
-	b := make([]byte, 8)
-	if _, err := rand.Read(b); err != nil {
-		panic("pubsubio.Read: no randomness for the process ID: " + err.Error())
-	}
-	return hex.EncodeToString(b)
-}
 
 // splitKey identifies a split across bundles: the read (a random ID fixed at
 // graph construction) and the split's index.

@@ -1,6 +1,8 @@
 package source
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
@@ -118,3 +120,16 @@ func (t *tracker) IsBounded() bool     { return t.rest.Final }
 func (t *tracker) claimedIDs() []ackID { return t.claimed }
 
 var _ sdf.BoundableRTracker = (*tracker)(nil)
+
+// processID identifies this worker process in the restrictions it emits, so
+// that a residual resuming here acks through the held messages and one
+// resuming elsewhere uses the Acknowledge RPC.
+var processID = newProcessID()
+
+func newProcessID() string {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		panic("pubsubio.Read: no randomness for the process ID: " + err.Error())
+	}
+	return hex.EncodeToString(b)
+}

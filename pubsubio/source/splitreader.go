@@ -291,3 +291,33 @@ func (r *splitReader) idleSince(t time.Time) bool {
 	defer r.mu.Unlock()
 	return !r.inBundle && r.lastPolled.Before(t)
 }
+
+// holdLocked is what the split holds the read's watermark in this process
+// at (registry.watermark): its own estimate, zero while it has none. Without
+// an estimate WatermarkIdle after it started, or not polled for
+// WatermarkIdle, it holds only at the oldest message it holds unemitted (ok
+// false for none), and that is counted once per spell. A split whose stream
+// fails keeps holding for up to WatermarkMaxOutage (health.go).
+func (r *splitReader) holdLocked(now time.Time) (t time.Time, ok bool) {
+	skip := notSkipped
+	switch {
+	case now.Sub(r.lastPolled) >= r.cfg.WatermarkIdle:
+		skip = stale
+	case r.watermark.IsZero() && now.Sub(r.created) >= r.cfg.WatermarkIdle && r.outage.IsZero():
+		skip = unestimated
+	}
+	if skip != r.skipped {
+		switch skip {
+		case unestimated:
+			r.stats.add(watermarkSkippedUnestimated, 1)
+		case stale:
+			r.stats.add(watermarkSkippedStale, 1)
+		}
+		r.skipped = skip
+	}
+	if skip == notSkipped {
+		return r.watermark, true
+	}
+	oldest := r.ledger.oldestBuffered()
+	return oldest, !oldest.IsZero()
+}

@@ -117,36 +117,6 @@ const (
 	stale                // not polled for WatermarkIdle
 )
 
-// holdLocked is what the split holds the read's watermark in this process
-// at (registry.watermark): its own estimate, zero while it has none. Without
-// an estimate WatermarkIdle after it started, or not polled for
-// WatermarkIdle, it holds only at the oldest message it holds unemitted (ok
-// false for none), and that is counted once per spell. A split whose stream
-// fails keeps holding for up to WatermarkMaxOutage (health.go).
-func (r *splitReader) holdLocked(now time.Time) (t time.Time, ok bool) {
-	skip := notSkipped
-	switch {
-	case now.Sub(r.lastPolled) >= r.cfg.WatermarkIdle:
-		skip = stale
-	case r.watermark.IsZero() && now.Sub(r.created) >= r.cfg.WatermarkIdle && r.outage.IsZero():
-		skip = unestimated
-	}
-	if skip != r.skipped {
-		switch skip {
-		case unestimated:
-			r.stats.add(watermarkSkippedUnestimated, 1)
-		case stale:
-			r.stats.add(watermarkSkippedStale, 1)
-		}
-		r.skipped = skip
-	}
-	if skip == notSkipped {
-		return r.watermark, true
-	}
-	oldest := r.ledger.oldestBuffered()
-	return oldest, !oldest.IsZero()
-}
-
 // lagSlots is how many slots arrivalLags divides its window into: the
 // largest lag is remembered for between 15/16 and all of the window.
 const lagSlots = 16
@@ -193,4 +163,31 @@ func (a *arrivalLags) largest(now time.Time) (time.Duration, bool) {
 		}
 	}
 	return lag, found
+}
+
+// splitState is what a bundle needs at its end to decide how to continue,
+// and what the split's watermark is computed from (watermarkPolicy.next).
+type splitState struct {
+	at       time.Time
+	buffered int
+	withheld int
+	// listening is false while the split's subscriber is stopped, waits for
+	// room in the budget or withholds deliveries, holds as much as flow
+	// control lets Pub/Sub send, or its stream fails (within
+	// WatermarkMaxOutage): what arrives after that has waited on the server.
+	listening bool
+	// listenedAt is when the split last listened: at while it listens, and
+	// otherwise the last arrival or bundle end that found it listening.
+	listenedAt time.Time
+	// listeningSince is when the split last received a message, or started
+	// listening (as far as bundle ends saw); at while it is not listening,
+	// so that it never looks idle then.
+	listeningSince time.Time
+	// maxLag is the largest lag of the arrivals within WatermarkWindow, if
+	// hasLag.
+	maxLag time.Duration
+	hasLag bool
+	// oldestBuffered is the oldest event time among the buffered messages
+	// (zero if none): they are emitted later.
+	oldestBuffered time.Time
 }
