@@ -58,21 +58,16 @@ func (w *Writer) String(s string) {
 // Blob writes b with its length plus one; 0 stands for nil, so nil and
 // empty stay apart.
 func (w *Writer) Blob(b []byte) {
-	if b == nil {
-		w.Uvarint(0)
-		return
+	if w.present(b == nil, len(b)) {
+		w.buf = append(w.buf, b...)
 	}
-	w.Uvarint(uint64(len(b)) + 1)
-	w.buf = append(w.buf, b...)
 }
 
 // Strings writes a string slice, nil kept apart from empty.
 func (w *Writer) Strings(ss []string) {
-	if ss == nil {
-		w.Uvarint(0)
+	if !w.present(ss == nil, len(ss)) {
 		return
 	}
-	w.Uvarint(uint64(len(ss)) + 1)
 	for _, s := range ss {
 		w.String(s)
 	}
@@ -80,11 +75,9 @@ func (w *Writer) Strings(ss []string) {
 
 // StringMap writes m's entries in key order, nil kept apart from empty.
 func (w *Writer) StringMap(m map[string]string) {
-	if m == nil {
-		w.Uvarint(0)
+	if !w.present(m == nil, len(m)) {
 		return
 	}
-	w.Uvarint(uint64(len(m)) + 1)
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -94,6 +87,17 @@ func (w *Writer) StringMap(m map[string]string) {
 		w.String(k)
 		w.String(m[k])
 	}
+}
+
+// present writes the prefix of a value that keeps nil apart from empty: 0
+// for nil, else its length n plus 1. It reports whether the value follows.
+func (w *Writer) present(isNil bool, n int) bool {
+	if isNil {
+		w.Uvarint(0)
+		return false
+	}
+	w.Uvarint(uint64(n) + 1)
+	return true
 }
 
 // Time writes t as Unix seconds and nanoseconds. The location and the
@@ -220,6 +224,17 @@ func (r *Reader) length(v uint64) int {
 	return int(v)
 }
 
+// present reads the prefix Writer.present wrote: the value's length, and
+// whether it is there (false for nil, or once reading failed).
+func (r *Reader) present() (int, bool) {
+	v := r.Uvarint()
+	if r.err != nil || v == 0 {
+		return 0, false
+	}
+	n := r.length(v - 1)
+	return n, r.err == nil
+}
+
 // String reads a string.
 func (r *Reader) String() string {
 	n := r.length(r.Uvarint())
@@ -234,12 +249,8 @@ func (r *Reader) String() string {
 // Blob reads a byte slice written by Writer.Blob (a copy: the result does
 // not alias the input).
 func (r *Reader) Blob() []byte {
-	v := r.Uvarint()
-	if r.err != nil || v == 0 {
-		return nil
-	}
-	n := r.length(v - 1)
-	if r.err != nil {
+	n, ok := r.present()
+	if !ok {
 		return nil
 	}
 	b := make([]byte, n)
@@ -250,12 +261,8 @@ func (r *Reader) Blob() []byte {
 
 // Strings reads a string slice.
 func (r *Reader) Strings() []string {
-	v := r.Uvarint()
-	if r.err != nil || v == 0 {
-		return nil
-	}
-	n := r.length(v - 1)
-	if r.err != nil {
+	n, ok := r.present()
+	if !ok {
 		return nil
 	}
 	ss := make([]string, n)
@@ -270,12 +277,8 @@ func (r *Reader) Strings() []string {
 
 // StringMap reads a map written by Writer.StringMap.
 func (r *Reader) StringMap() map[string]string {
-	v := r.Uvarint()
-	if r.err != nil || v == 0 {
-		return nil
-	}
-	n := r.length(v - 1)
-	if r.err != nil {
+	n, ok := r.present()
+	if !ok {
 		return nil
 	}
 	m := make(map[string]string, n)
