@@ -18,7 +18,7 @@
 //     emits one element per split (splitplan.go). The subscriptions a
 //     read creates for topics are its own: refused when another job's,
 //     marked when taken up, and deleted when a read of a generated name is
-//     done (prepare_cleanup.go). It warns about dead-letter policies that
+//     done (readdone.go). It warns about dead-letter policies that
 //     leave the read little room. Their options (setup.go) are validated
 //     at construction (config.go, plan.go).
 //   - A split's first bundle finds its reader in the registry
@@ -31,7 +31,7 @@
 //     flow control from it), waiting for room or, when the budget stays
 //     full, withholding it without its payload until a bundle makes room
 //     for it (withheld.go). It counts redeliveries and the delivery
-//     attempts Pub/Sub reports (attempts.go).
+//     attempts Pub/Sub reports.
 //   - Each bundle (bundle.go, readfn.go) acks what the bundles before it
 //     emitted as far as the runner has made their output durable, by its
 //     runner's signal (internal/commit: the split's next bundle on Prism
@@ -45,7 +45,7 @@
 //   - The ledger (acklifecycle.go) holds every delivery from its arrival
 //     until it is acked (through the held message, with the Acknowledge RPC
 //     when the residual resumed in another process (ackid.go), or by a
-//     finalization callback where the SDK delivers them, finalization.go
+//     finalization callback where the SDK delivers them, gate.go
 //     and internal/commit) or given back: the message a failed bundle
 //     failed on with the RPC (the rest is requeued for the retry,
 //     requeue.go), when the subscriber stops, when the split is released
@@ -63,8 +63,8 @@
 //     and size and the backlog gauges (backlogprogress.go), and hold the
 //     watermark while an old message waits (backlogwatermark.go).
 //   - A split of a bounded read ends after its last acks; once all have,
-//     the read's output is complete (readdone.go), and a read acking at
-//     Flink checkpoints (internal/commit) ends its job with a drain
-//     (flinkdrain.go).
+//     the read's output is complete, and a read acking at Flink
+//     checkpoints (internal/commit) ends its job with a drain
+//     (readdone.go).
 //   - acklatency.go measures emission to ack; metrics.go reports to Beam.
 package source

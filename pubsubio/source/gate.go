@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core"
+
 	"github.com/pubsubio/beam-pubsubio/pubsubio/source/internal/commit"
 )
 
@@ -80,3 +82,20 @@ func (r *splitReader) waitingForCommit() bool {
 func errCannotAck(r *splitReader, err error) error {
 	return fmt.Errorf("pubsubio.Read: split %d of %s cannot ack: %w", r.split.Index, r.split.Subscription, err)
 }
+
+// useFinalization decides at graph construction whether the read DoFn
+// declares bundle finalization (internal/commit says why it may not). The
+// launcher and the workers run the same binary, so the SDK version
+// compiled in is the workers' too.
+func useFinalization(mode FinalizationMode, sdkVersion string) bool {
+	switch mode {
+	case FinalizationOn:
+		return true
+	case FinalizationOff:
+		return false
+	}
+	return commit.DeliversFinalization(sdkVersion)
+}
+
+// sdkVersion is the Beam SDK compiled into this binary.
+var sdkVersion = core.SdkVersion

@@ -12,7 +12,7 @@ type readPlan struct {
 	// Cfg is the read's configuration with every default set, Topics
 	// moved into Subscriptions and Setup (withDefaults).
 	Cfg Config
-	// Splits are the elements of the read, one per split (splitplan.go).
+	// Splits are the elements of the read, one per split (planSplits).
 	Splits []Split
 	// Owned are the subscriptions the read creates for its topics
 	// (prepare.WithTopics).

@@ -92,7 +92,7 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *watermarkEstimator, rt
 }
 
 // finalizingReadFn is readFn plus bundle finalization, used where the SDK
-// delivers it (finalization.go): committed messages are acked as soon as
+// delivers it (useFinalization): committed messages are acked as soon as
 // the runner confirms the commit, instead of at the split's next bundle.
 type finalizingReadFn struct {
 	readFn
