@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics/metricstest"
-
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	beammetrics "github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
@@ -21,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics/metricstest"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/source/internal/prepare"
 )

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics/metricstest"
-
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"google.golang.org/grpc/codes"
@@ -18,6 +16,7 @@ import (
 	"github.com/pubsubio/beam-pubsubio/integration/monitoring"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/connection"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/backlog"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics/metricstest"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 

@@ -5,14 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics/metricstest"
-
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	beammetrics "github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics/metricstest"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 

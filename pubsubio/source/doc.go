@@ -20,7 +20,7 @@
 //     marked when taken up, and deleted when a read of a generated name is
 //     done (readdone.go). It warns about dead-letter policies that
 //     leave the read little room. Their options (setup.go) are validated
-//     at construction (config.go, plan.go).
+//     at construction (validate.go, plan.go).
 //   - A split's first bundle finds its reader in the registry
 //     (registry.go), which starts the subscriber (splitreader.go) on a
 //     connection that records what its streaming pulls receive (puller.go,

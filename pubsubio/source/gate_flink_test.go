@@ -8,14 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics/metricstest"
-
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 
 	"github.com/pubsubio/beam-pubsubio/pubsubio/dlq"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/flinkjob"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/flinkjob/flinkjobtest"
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics/metricstest"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 

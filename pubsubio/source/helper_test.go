@@ -22,7 +22,8 @@ import (
 
 // Test helpers shared by the package's tests: a hand-moved clock, fake
 // handles and pullers, a split-reader harness and an in-process pstest
-// server. The prepare step's in-memory admin is in prepare_fakeadmin_test.go.
+// server. The prepare step's in-memory admin is in
+// internal/prepare/helper_test.go.
 
 // waitLimit bounds every wait for another goroutine; a wait that hits it
 // fails the test saying what it waited for.

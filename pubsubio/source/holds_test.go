@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics/metricstest"
-
 	beammetrics "github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
+
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics/metricstest"
 )
 
 // What a split holds for MaxExtension without a commit (emitted and not

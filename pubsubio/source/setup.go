@@ -52,7 +52,7 @@ const (
 
 // StartEarliestRetained returns PositionEarliestRetained.
 func StartEarliestRetained() StartPosition {
-	return StartPosition{Kind: prepare.PositionEarliestRetained}
+	return StartPosition{Kind: PositionEarliestRetained}
 }
 
 // StartLatest returns PositionLatest. It is the one position that is not
@@ -60,17 +60,17 @@ func StartEarliestRetained() StartPosition {
 // prepare step and is started again resolves it again, later, discarding
 // what was published in between. Use StartFromTimestamp when the boundary
 // has to be exact.
-func StartLatest() StartPosition { return StartPosition{Kind: prepare.PositionLatest} }
+func StartLatest() StartPosition { return StartPosition{Kind: PositionLatest} }
 
 // StartFromTimestamp returns PositionTimestamp at t.
 func StartFromTimestamp(t time.Time) StartPosition {
-	return StartPosition{Kind: prepare.PositionTimestamp, Time: t}
+	return StartPosition{Kind: PositionTimestamp, Time: t}
 }
 
 // StartFromSnapshot returns PositionSnapshot for the snapshot name (an ID in
 // the subscription's project, or "projects/P/snapshots/S").
 func StartFromSnapshot(name string) StartPosition {
-	return StartPosition{Kind: prepare.PositionSnapshot, Snapshot: name}
+	return StartPosition{Kind: PositionSnapshot, Snapshot: name}
 }
 
 // DefaultTopicSubscriptionTTL is the expiration TTL of the subscriptions a

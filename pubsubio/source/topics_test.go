@@ -124,6 +124,16 @@ func TestTopicSubscriptionReservedLabelsRefused(t *testing.T) {
 	}
 }
 
+// A read of invalid topics alone is refused for its topics, not as a
+// read of nothing.
+func TestInvalidTopicsAloneNamed(t *testing.T) {
+	cfg := Config{Topics: []model.Topic{model.TopicOf("pubsubio-test", "orders")}, TopicSubscriptions: TopicSubscriptionOptions{Name: "UPPER case"}}
+	_, _, err := cfg.withDefaults()
+	if err == nil || !strings.Contains(err.Error(), `TopicSubscriptions.Name "UPPER case"`) || strings.Contains(err.Error(), "both empty") {
+		t.Errorf("withDefaults = %v; want the name refused, and no word of an empty read", err)
+	}
+}
+
 // An option wrong for every topic is said once, not once per topic.
 func TestTopicErrorSaidOnce(t *testing.T) {
 	cfg := validConfig()

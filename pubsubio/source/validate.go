@@ -42,9 +42,12 @@ func (cfg Config) withDefaults() (Config, prepare.Owned, error) {
 	construct.Default(&cfg.Backlog, BacklogAuto)
 	construct.Default(&cfg.Flink.Patience, DefaultFlinkPatience)
 	owned, setup, topicErrs := prepare.WithTopics(cfg.Topics, cfg.TopicSubscriptions, cfg.Subscriptions, cfg.requirements())
-	cfg.Subscriptions = slices.Concat(cfg.Subscriptions, owned.Subscriptions)
-	cfg.Setup = prepare.SetupWithDefaults(slices.Concat(cfg.Setup, setup))
-	cfg.Topics, cfg.TopicSubscriptions = nil, TopicSubscriptionOptions{}
+	if len(topicErrs) == 0 {
+		cfg.Subscriptions = slices.Concat(cfg.Subscriptions, owned.Subscriptions)
+		cfg.Setup = slices.Concat(cfg.Setup, setup)
+		cfg.Topics, cfg.TopicSubscriptions = nil, TopicSubscriptionOptions{}
+	}
+	cfg.Setup = prepare.SetupWithDefaults(cfg.Setup)
 	cfg.flowControlFromBudget()
 	return cfg, owned, cfg.validate(topicErrs)
 }

@@ -38,7 +38,7 @@ type clientAdmin struct {
 }
 
 // Dial connects to Pub/Sub as conn says. Every call names its resource in
-// full, so the client's project, project, only has to be a valid one.
+// full, so project, the client's, only has to be a valid one.
 func Dial(ctx context.Context, project string, conn connection.Settings) (Admin, error) {
 	c, err := connection.NewClient(ctx, project, conn)
 	if err != nil {

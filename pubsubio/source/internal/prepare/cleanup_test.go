@@ -5,13 +5,12 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics/metricstest"
-
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pubsubio/beam-pubsubio/pubsubio/internal/metrics/metricstest"
 	"github.com/pubsubio/beam-pubsubio/pubsubio/model"
 )
 

@@ -202,8 +202,7 @@ func create(ctx context.Context, adm Admin, p Job, t *target, counts *Counts) er
 }
 
 // rejection returns why sub, as described, cannot be read by a read that
-// needs r, or
-// nil; name is how the error names it. Besides checks, one of the read's
+// needs r, or nil; name is how the error names it. Besides checks, one of the read's
 // own topic subscriptions must be on its topic (wrongTopic) and not
 // created for another job (ownerRejection), which construction cannot
 // know and so does not check.
