@@ -99,7 +99,7 @@ func TestSetupValidationNamesOptionValueAndRange(t *testing.T) {
 			cfg := withSetup(createWith(func(*SubscriptionCreateOptions) {}))
 			cfg.Ordering = OrderingPerKey
 			return cfg
-		}(), []string{"Setup[0].Create", "message ordering is disabled", "set EnableMessageOrdering"}},
+		}(), []string{"Setup[0].Create", "message ordering is disabled", "Ordering " + string(OrderingPerKey) + " needs it", "set EnableMessageOrdering"}},
 		{"subscription not listed", withSetup(SubscriptionSetup{Subscription: model.SubscriptionOf("pubsubio-test", "other")}),
 			[]string{"Setup[0]", "projects/pubsubio-test/subscriptions/other", "Subscriptions does not list"}},
 		{"two entries for one subscription", func() Config {
